@@ -1,0 +1,422 @@
+"""JSON <-> types for ``synergy-round/1`` and ``synergy-allocation/1`` (FORMATS.md 1-2).
+
+Every problem with an input file becomes one :class:`InputError` whose message names the
+file, the field path and the problem, e.g.
+``round.json: jobs[3].sensitivity.throughput: row 2 has 4 values, expected 3``.
+The command line prints that line and exits with code 2; nothing here prints.
+
+Writing is atomic (temporary file in the same folder, then ``os.replace``) so a crash or a
+kill never leaves a half-written result behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from synergy_opt.types import (
+    Allocation,
+    Cluster,
+    Job,
+    JobAllocation,
+    PlacementPart,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+    ValidationError,
+)
+
+ROUND_FORMAT = "synergy-round/1"
+ALLOCATION_FORMAT = "synergy-allocation/1"
+
+T = TypeVar("T")
+
+
+class InputError(ValueError):
+    """Bad input, already phrased as one line: ``source: field: problem``."""
+
+
+# --------------------------------------------------------------------------- field readers
+
+
+class _Reader:
+    """Typed access to a decoded JSON tree that raises :class:`ValidationError` with paths."""
+
+    @staticmethod
+    def join(path: str, key: str | int) -> str:
+        if isinstance(key, int):
+            return f"{path}[{key}]"
+        return f"{path}.{key}" if path else key
+
+    def obj(self, value: Any, path: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ValidationError(path, f"expected an object, got {_kind(value)}")
+        return value
+
+    def lst(self, value: Any, path: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise ValidationError(path, f"expected a list, got {_kind(value)}")
+        return value
+
+    def req(self, o: dict[str, Any], key: str, path: str) -> Any:
+        if key not in o:
+            raise ValidationError(self.join(path, key), "missing required field")
+        return o[key]
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise ValidationError(path, f"expected a non-empty string, got {_kind(value)}")
+        return value
+
+    def integer(self, value: Any, path: str, *, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(path, f"expected an integer, got {_kind(value)}")
+        if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+            raise ValidationError(path, f"expected an integer, got {value!r}")
+        out = int(value)
+        if minimum is not None and out < minimum:
+            raise ValidationError(path, f"must be >= {minimum}, got {out}")
+        return out
+
+    def number(self, value: Any, path: str, *, minimum: float | None = None) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(path, f"expected a number, got {_kind(value)}")
+        out = float(value)
+        if not math.isfinite(out):
+            raise ValidationError(path, f"must be finite, got {value!r}")
+        if minimum is not None and out < minimum:
+            raise ValidationError(path, f"must be >= {minimum:g}, got {value!r}")
+        return out
+
+    def opt(self, o: dict[str, Any], key: str, path: str, read: Callable[[Any, str], T]) -> T | None:
+        if key not in o or o[key] is None:
+            return None
+        return read(o[key], self.join(path, key))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}" if len(value) < 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+_R = _Reader()
+
+
+def _wrap(path: str, build: Callable[[], T]) -> T:
+    """Run a constructor and prefix any :class:`ValidationError` with ``path``."""
+    try:
+        return build()
+    except ValidationError as e:
+        raise ValidationError(_R.join(path, e.path) if e.path else path, e.problem) from None
+
+
+# --------------------------------------------------------------------------- round instance
+
+
+def cluster_from_dict(value: Any, path: str = "cluster") -> Cluster:
+    """Parse the ``cluster`` object of a round instance (also used by ``--cluster``)."""
+    o = _R.obj(value, path)
+    entries = _R.lst(_R.req(o, "servers", path), _R.join(path, "servers"))
+    servers: list[Server] = []
+    for i, entry in enumerate(entries):
+        p = _R.join(_R.join(path, "servers"), i)
+        e = _R.obj(entry, p)
+        count = _R.opt(e, "count", p, lambda v, q: _R.integer(v, q, minimum=1)) or 1
+        gpus = _R.integer(_R.req(e, "gpus", p), _R.join(p, "gpus"), minimum=0)
+        cpus = _R.integer(_R.req(e, "cpus", p), _R.join(p, "cpus"), minimum=0)
+        mem = _R.number(_R.req(e, "mem_gb", p), _R.join(p, "mem_gb"), minimum=0)
+        name = _R.opt(e, "name", p, _R.string)
+        gpu_type = _R.opt(e, "gpu_type", p, _R.string)
+        for k in range(count):
+            # Unnamed servers take their position in the expanded list (s0, s1, ...);
+            # a named entry with a count gets name-0, name-1, ...
+            if name is None:
+                sname = f"s{len(servers)}"
+            else:
+                sname = name if count == 1 else f"{name}-{k}"
+            servers.append(_wrap(p, lambda: Server(sname, gpus, cpus, mem, gpu_type)))
+    return _wrap(path, lambda: Cluster(tuple(servers)))
+
+
+def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
+    """Serialise a cluster, one entry per server (names kept explicit)."""
+    out = []
+    for s in cluster.servers:
+        d: dict[str, Any] = {"name": s.name, "gpus": s.gpus, "cpus": s.cpus, "mem_gb": s.mem_gb}
+        if s.gpu_type is not None:
+            d["gpu_type"] = s.gpu_type
+        out.append(d)
+    return {"servers": out}
+
+
+def matrix_from_dict(value: Any, path: str) -> ThroughputMatrix:
+    """Parse a ``sensitivity`` object (grid axes and throughput rows)."""
+    o = _R.obj(value, path)
+    cpus_raw = _R.lst(_R.req(o, "cpus", path), _R.join(path, "cpus"))
+    mem_raw = _R.lst(_R.req(o, "mem_gb", path), _R.join(path, "mem_gb"))
+    rows_raw = _R.lst(_R.req(o, "throughput", path), _R.join(path, "throughput"))
+    cpus = [_R.integer(c, _R.join(_R.join(path, "cpus"), i)) for i, c in enumerate(cpus_raw)]
+    mem = [_R.number(m, _R.join(_R.join(path, "mem_gb"), i)) for i, m in enumerate(mem_raw)]
+    rows: list[list[float]] = []
+    tp = _R.join(path, "throughput")
+    for i, row in enumerate(rows_raw):
+        r = _R.lst(row, _R.join(tp, i))
+        rows.append([_R.number(w, f"{tp}[{i}][{k}]") for k, w in enumerate(r)])
+    return _wrap(path, lambda: ThroughputMatrix.from_lists(cpus, mem, rows))
+
+
+def matrix_to_dict(w: ThroughputMatrix) -> dict[str, Any]:
+    """Serialise a throughput matrix as FORMATS.md's ``sensitivity`` object."""
+    return {
+        "cpus": list(w.cpus),
+        "mem_gb": list(w.mem_gb),
+        "throughput": [list(r) for r in w.throughput],
+    }
+
+
+def job_from_dict(value: Any, path: str) -> Job:
+    """Parse one entry of ``jobs[]``."""
+    o = _R.obj(value, path)
+    jid = _R.string(_R.req(o, "id", path), _R.join(path, "id"))
+    gpus = _R.integer(_R.req(o, "gpus", path), _R.join(path, "gpus"), minimum=1)
+    w = matrix_from_dict(_R.req(o, "sensitivity", path), _R.join(path, "sensitivity"))
+    model = _R.opt(o, "model", path, _R.string)
+    category = _R.opt(o, "category", path, _R.string)
+    penalty = _R.opt(o, "split_penalty", path, _R.number)
+    types_raw = _R.opt(o, "gpu_types", path, _R.lst)
+    gpu_types = None
+    if types_raw is not None:
+        tp = _R.join(path, "gpu_types")
+        gpu_types = tuple(_R.string(t, _R.join(tp, i)) for i, t in enumerate(types_raw))
+    return _wrap(
+        path,
+        lambda: Job(
+            jid, gpus, w, model, category, 1.0 if penalty is None else penalty, gpu_types
+        ),
+    )
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    """Serialise a job; optional fields only when set."""
+    d: dict[str, Any] = {"id": job.id, "gpus": job.gpus}
+    if job.model is not None:
+        d["model"] = job.model
+    if job.category is not None:
+        d["category"] = job.category
+    if job.split_penalty != 1.0:
+        d["split_penalty"] = job.split_penalty
+    if job.gpu_types is not None:
+        d["gpu_types"] = list(job.gpu_types)
+    d["sensitivity"] = matrix_to_dict(job.sensitivity)
+    return d
+
+
+def instance_from_dict(value: Any) -> RoundInstance:
+    """Parse a decoded ``synergy-round/1`` document (raises :class:`ValidationError`)."""
+    o = _R.obj(value, "")
+    fmt = _R.req(o, "format", "")
+    if fmt != ROUND_FORMAT:
+        raise ValidationError("format", f"expected {ROUND_FORMAT!r}, got {_kind(fmt)}")
+    name = _R.opt(o, "name", "", _R.string) or "unnamed"
+    cluster = cluster_from_dict(_R.req(o, "cluster", ""), "cluster")
+    jobs_raw = _R.lst(_R.req(o, "jobs", ""), "jobs")
+    jobs = tuple(job_from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_raw))
+    return RoundInstance(name, cluster, jobs)
+
+
+def instance_to_dict(inst: RoundInstance) -> dict[str, Any]:
+    """Serialise a round instance."""
+    return {
+        "format": ROUND_FORMAT,
+        "name": inst.name,
+        "cluster": cluster_to_dict(inst.cluster),
+        "jobs": [job_to_dict(j) for j in inst.jobs],
+    }
+
+
+# --------------------------------------------------------------------------- allocation
+
+
+def allocation_to_dict(alloc: Allocation) -> dict[str, Any]:
+    """Serialise an allocation exactly as FORMATS.md section 2 lays it out."""
+    d: dict[str, Any] = {
+        "format": ALLOCATION_FORMAT,
+        "instance": alloc.instance,
+        "mechanism": alloc.mechanism,
+        "solver": alloc.solver,
+        "jobs": [
+            {
+                "id": j.id,
+                "gpus": j.gpus,
+                "cpus": j.cpus,
+                "mem_gb": j.mem_gb,
+                "placement": [
+                    {"server": p.server, "gpus": p.gpus, "cpus": p.cpus, "mem_gb": p.mem_gb}
+                    for p in j.placement
+                ],
+                "throughput": j.throughput,
+                "fair_share_throughput": j.fair_share_throughput,
+            }
+            for j in alloc.jobs
+        ],
+        "unscheduled": list(alloc.unscheduled),
+        "total_throughput": alloc.total_throughput,
+        "fragmented_jobs": alloc.fragmented_jobs,
+        "upper_bound": alloc.upper_bound,
+        "solve_seconds": alloc.solve_seconds,
+    }
+    if alloc.notes:
+        d["notes"] = list(alloc.notes)
+    return d
+
+
+def allocation_from_dict(value: Any) -> Allocation:
+    """Parse a ``synergy-allocation/1`` document; structure only, the checker judges values."""
+    o = _R.obj(value, "")
+    fmt = _R.req(o, "format", "")
+    if fmt != ALLOCATION_FORMAT:
+        raise ValidationError("format", f"expected {ALLOCATION_FORMAT!r}, got {_kind(fmt)}")
+    jobs: list[JobAllocation] = []
+    for i, jv in enumerate(_R.lst(_R.req(o, "jobs", ""), "jobs")):
+        p = f"jobs[{i}]"
+        jo = _R.obj(jv, p)
+        parts = []
+        pp = _R.join(p, "placement")
+        for k, part in enumerate(_R.lst(_R.req(jo, "placement", p), pp)):
+            q = _R.join(pp, k)
+            po = _R.obj(part, q)
+            parts.append(
+                PlacementPart(
+                    server=_R.string(_R.req(po, "server", q), _R.join(q, "server")),
+                    gpus=_R.integer(_R.req(po, "gpus", q), _R.join(q, "gpus")),
+                    cpus=_R.integer(_R.req(po, "cpus", q), _R.join(q, "cpus")),
+                    mem_gb=_R.number(_R.req(po, "mem_gb", q), _R.join(q, "mem_gb")),
+                )
+            )
+        jobs.append(
+            JobAllocation(
+                id=_R.string(_R.req(jo, "id", p), _R.join(p, "id")),
+                gpus=_R.integer(_R.req(jo, "gpus", p), _R.join(p, "gpus")),
+                cpus=_R.integer(_R.req(jo, "cpus", p), _R.join(p, "cpus")),
+                mem_gb=_R.number(_R.req(jo, "mem_gb", p), _R.join(p, "mem_gb")),
+                placement=tuple(parts),
+                throughput=_R.number(_R.req(jo, "throughput", p), _R.join(p, "throughput")),
+                fair_share_throughput=_R.number(
+                    _R.req(jo, "fair_share_throughput", p), _R.join(p, "fair_share_throughput")
+                ),
+            )
+        )
+    unsched = _R.lst(_R.req(o, "unscheduled", ""), "unscheduled")
+    notes = _R.opt(o, "notes", "", _R.lst) or []
+    return Allocation(
+        instance=_R.opt(o, "instance", "", _R.string) or "unnamed",
+        mechanism=_R.string(_R.req(o, "mechanism", ""), "mechanism"),
+        jobs=tuple(jobs),
+        unscheduled=tuple(_R.string(u, f"unscheduled[{i}]") for i, u in enumerate(unsched)),
+        total_throughput=_R.number(_R.req(o, "total_throughput", ""), "total_throughput"),
+        fragmented_jobs=_R.integer(_R.req(o, "fragmented_jobs", ""), "fragmented_jobs"),
+        solver=_R.opt(o, "solver", "", _R.string),
+        upper_bound=_R.opt(o, "upper_bound", "", _R.number),
+        solve_seconds=_R.opt(o, "solve_seconds", "", _R.number) or 0.0,
+        notes=tuple(str(n) for n in notes),
+    )
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Decode a JSON file, turning every failure into one :class:`InputError` line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, expected a JSON file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not UTF-8 text") from None
+    except OSError as e:
+        raise InputError(f"{p}: cannot read ({e.strerror})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:
+        raise InputError(f"{p}: not valid JSON: {e}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python would accept them silently.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _load(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> T:
+    data = read_json(path)
+    try:
+        return parse(data)
+    except ValidationError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def load_instance(path: str | os.PathLike[str]) -> RoundInstance:
+    """Read and validate a round instance file."""
+    return _load(path, instance_from_dict)
+
+
+def load_allocation(path: str | os.PathLike[str]) -> Allocation:
+    """Read an allocation file (structure checked; values are the checker's job)."""
+    return _load(path, allocation_from_dict)
+
+
+def load_cluster(path: str | os.PathLike[str]) -> Cluster:
+    """Read a cluster file: either a bare ``cluster`` object or a round instance."""
+    data = read_json(path)
+    try:
+        if isinstance(data, dict) and "cluster" in data and "servers" not in data:
+            return cluster_from_dict(data["cluster"], "cluster")
+        return cluster_from_dict(data, "")
+    except ValidationError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def dumps(obj: Any) -> str:
+    """Canonical JSON text: fixed indentation and key order, trailing newline."""
+    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary sibling and ``os.replace``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as canonical JSON, atomically."""
+    write_text_atomic(path, dumps(obj))

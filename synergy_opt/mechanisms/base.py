@@ -1,0 +1,68 @@
+"""The mechanism protocol, its options, and the registry that picks mechanisms by name.
+
+A mechanism turns one :class:`~synergy_opt.types.RoundInstance` into an
+:class:`~synergy_opt.types.Allocation`.  Everything that chooses a mechanism (command line,
+simulator, sweeps, notebooks) goes through :func:`make_mechanism`, so a new mechanism is one
+module with one ``@register`` and no edits elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from synergy_opt.types import Allocation, RoundInstance
+
+
+@dataclass(frozen=True, slots=True)
+class MechanismOptions:
+    """Knobs shared by all mechanisms; heuristics ignore the solver ones."""
+
+    solver: str = "highs"
+    time_limit_s: float | None = None
+    threads: int | None = None
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """One round's allocator."""
+
+    name: str
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Allocate the round; jobs not placed go to ``unscheduled``."""
+        ...
+
+
+MechanismFactory = Callable[[MechanismOptions], Mechanism]
+
+_REGISTRY: dict[str, MechanismFactory] = {}
+
+
+def register(name: str) -> Callable[[MechanismFactory], MechanismFactory]:
+    """Class/function decorator adding a mechanism factory under ``name``."""
+
+    def deco(factory: MechanismFactory) -> MechanismFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"mechanism {name!r} registered twice")
+        _REGISTRY[name] = factory
+        return factory
+
+    return deco
+
+
+def mechanism_names() -> tuple[str, ...]:
+    """Registered mechanism names, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def make_mechanism(name: str, options: MechanismOptions | None = None) -> Mechanism:
+    """Instantiate the mechanism called ``name``; ``KeyError`` names the known ones."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown mechanism {name!r}; known: {', '.join(mechanism_names())}"
+        ) from None
+    return factory(options or MechanismOptions())

@@ -1,0 +1,255 @@
+"""Shared bin-packing machinery for the heuristic mechanisms.
+
+Owns the mutable per-round view of free resources (:class:`ClusterState`), the runnable-set
+selection by free GPUs, the split of a job's cores and memory over its servers, and the
+demand points a job asks for (its cheapest best-throughput point, and the cheapest point
+that still keeps its fair-share throughput).  Mechanisms differ only in how they combine
+these pieces.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Cluster, Job, RoundInstance, Server
+
+_NEG_INF = float("-inf")
+
+
+class ClusterState:
+    """Free GPUs, cores and memory per server, with a sorted index for best-fit search.
+
+    ``_keys`` holds ``(free_gpus, free_cpus, free_mem, index)`` sorted ascending, so the
+    first key at or after ``(g, ...)`` that also fits cores and memory is the server with
+    the least free resources that still fits: the best-fit rule of Synergy-TUNE.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.servers: tuple[Server, ...] = cluster.servers
+        self.free_gpus = [s.gpus for s in cluster.servers]
+        self.free_cpus = [s.cpus for s in cluster.servers]
+        self.free_mem = [float(s.mem_gb) for s in cluster.servers]
+        self._keys = sorted(self._key(i) for i in range(len(self.servers)))
+
+    def _key(self, i: int) -> tuple[int, int, float, int]:
+        return (self.free_gpus[i], self.free_cpus[i], self.free_mem[i], i)
+
+    def _update(self, i: int, g: int, c: int, m: float) -> None:
+        del self._keys[bisect.bisect_left(self._keys, self._key(i))]
+        self.free_gpus[i] += g
+        self.free_cpus[i] += c
+        self.free_mem[i] += m
+        bisect.insort(self._keys, self._key(i))
+
+    def take(self, i: int, g: int, c: int, m: float) -> None:
+        """Consume resources on server ``i``."""
+        self._update(i, -g, -c, -m)
+
+    def give(self, i: int, g: int, c: int, m: float) -> None:
+        """Return resources to server ``i``."""
+        self._update(i, g, c, m)
+
+    def fits(self, i: int, g: int, c: int, m: float) -> bool:
+        """Whether server ``i`` has room for (g, c, m)."""
+        return (
+            self.free_gpus[i] >= g and self.free_cpus[i] >= c and self.free_mem[i] >= m - MEM_EPS_GB
+        )
+
+    def best_fit(self, job: Job, g: int, c: int, m: float) -> int | None:
+        """Server with the least free resources that fits (g, c, m) and the job's GPU type."""
+        start = bisect.bisect_left(self._keys, (g, -1, _NEG_INF, -1))
+        for fg, fc, fm, i in self._keys[start:]:
+            if fc >= c and fm >= m - MEM_EPS_GB and job.may_use(self.servers[i]):
+                return i
+        return None
+
+    def first_fit(self, job: Job, g: int, c: int, m: float) -> int | None:
+        """Lowest-index server that fits (g, c, m) and the job's GPU type."""
+        for i in range(len(self.servers)):
+            if self.fits(i, g, c, m) and job.may_use(self.servers[i]):
+                return i
+        return None
+
+    def gpu_candidates(self, job: Job, g: int) -> list[int]:
+        """Servers with at least ``g`` free GPUs the job may use, least free first."""
+        start = bisect.bisect_left(self._keys, (g, -1, _NEG_INF, -1))
+        return [k[3] for k in self._keys[start:] if job.may_use(self.servers[k[3]])]
+
+    def spread_plan(self, job: Job, g: int) -> list[tuple[int, int]] | None:
+        """GPUs per server for a job spread over servers: most free GPUs first, fewest parts.
+
+        Returns ``[(server, gpus), ...]`` or ``None`` when the usable free GPUs fall short.
+        """
+        order = sorted(
+            (i for i in range(len(self.servers)) if self.free_gpus[i] > 0 and job.may_use(self.servers[i])),
+            key=lambda i: (-self.free_gpus[i], i),
+        )
+        plan: list[tuple[int, int]] = []
+        left = g
+        for i in order:
+            k = min(left, self.free_gpus[i])
+            plan.append((i, k))
+            left -= k
+            if left == 0:
+                return plan
+        return None
+
+
+def max_single_server_gpus(cluster: Cluster, job: Job) -> int:
+    """Most GPUs one server the job may use has; a bigger job must be spread."""
+    return max((s.gpus for s in cluster.servers if job.may_use(s)), default=0)
+
+
+def select_runnable(inst: RoundInstance) -> list[Job]:
+    """The top jobs (instance order) whose GPU demands the free GPUs satisfy exactly.
+
+    A job whose GPUs no longer fit is passed over, and later, smaller jobs fill the
+    remaining GPUs, as the paper's artifact does.  GPU types are honoured by counting
+    free GPUs per type and drawing a job's GPUs from its allowed types in cluster order.
+    """
+    free: dict[str | None, int] = {}
+    for s in inst.cluster.servers:
+        free[s.gpu_type] = free.get(s.gpu_type, 0) + s.gpus
+    total_free = sum(free.values())
+    out: list[Job] = []
+    for job in inst.jobs:
+        if total_free == 0:
+            break
+        if job.gpu_types is None:
+            types: Sequence[str | None] = list(free)
+        else:
+            types = [t for t in free if t in job.gpu_types]
+        if sum(free[t] for t in types) < job.gpus:
+            continue
+        left = job.gpus
+        for t in types:
+            k = min(left, free[t])
+            free[t] -= k
+            left -= k
+        total_free -= job.gpus
+        out.append(job)
+    return out
+
+
+def split_cpus(total: int, weights: Sequence[int]) -> list[int]:
+    """Split whole cores in proportion to ``weights`` (largest remainder, ties by position)."""
+    wsum = sum(weights)
+    exact = [total * w / wsum for w in weights]
+    parts = [math.floor(x) for x in exact]
+    short = total - sum(parts)
+    order = sorted(range(len(weights)), key=lambda k: (-(exact[k] - parts[k]), k))
+    for k in order[:short]:
+        parts[k] += 1
+    return parts
+
+
+def split_mem(total: float, weights: Sequence[int]) -> list[float]:
+    """Split memory in proportion to ``weights``; the last part absorbs float rounding."""
+    wsum = sum(weights)
+    parts = [total * w / wsum for w in weights[:-1]]
+    parts.append(max(0.0, total - math.fsum(parts)))
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class DemandPoint:
+    """A grid point a job may ask for, with its cost in cluster-normalised resources."""
+
+    cost: float
+    cpus: int
+    mem_gb: float
+    throughput: float
+
+
+class DemandTable:
+    """Per-matrix demand points, memoised so repeated rounds do not recompute them.
+
+    "Cheapest" means the smallest ``cpus / C + mem / M`` for the cluster totals C and M:
+    both resources weighted by their scarcity, ties to fewer cores, then less memory.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[object, int, float], tuple[DemandPoint, ...]] = {}
+
+    def points(self, job: Job, total_cpus: int, total_mem: float) -> tuple[DemandPoint, ...]:
+        """All grid points of the job's matrix, cheapest first."""
+        key = (job.sensitivity, total_cpus, total_mem)
+        pts = self._cache.get(key)
+        if pts is None:
+            cs = max(total_cpus, 1)
+            ms = total_mem if total_mem > 0 else 1.0
+            pts = tuple(
+                sorted(
+                    (DemandPoint(c / cs + m / ms, c, m, w) for c, m, w in job.sensitivity.points()),
+                    key=lambda p: (p.cost, p.cpus, p.mem_gb),
+                )
+            )
+            self._cache[key] = pts
+        return pts
+
+    def best(self, job: Job, total_cpus: int, total_mem: float) -> DemandPoint:
+        """The cheapest grid point that reaches the job's best throughput."""
+        pts = self.points(job, total_cpus, total_mem)
+        top = max(p.throughput for p in pts)
+        return next(p for p in pts if p.throughput >= top - THROUGHPUT_EPS)
+
+    def shrink(
+        self, job: Job, total_cpus: int, total_mem: float, cpus: int, mem: float, floor: float
+    ) -> DemandPoint | None:
+        """Cheapest point within (cpus, mem) in both dimensions keeping ``floor`` throughput."""
+        for p in self.points(job, total_cpus, total_mem):
+            if p.cpus <= cpus and p.mem_gb <= mem + MEM_EPS_GB and p.throughput >= floor - THROUGHPUT_EPS:
+                return p
+        return None
+
+
+def spread_parts(
+    state: ClusterState, plan: Sequence[tuple[int, int]], cpus: int, mem: float
+) -> list[tuple[int, int, int, float]]:
+    """(server, gpus, cpus, mem) per part: cores and memory follow the GPUs of each part."""
+    weights = [k for _, k in plan]
+    cs = split_cpus(cpus, weights)
+    ms = split_mem(mem, weights)
+    return [(i, k, c, m) for (i, k), c, m in zip(plan, cs, ms, strict=True)]
+
+
+def place_job(
+    state: ClusterState,
+    job: Job,
+    cpus: int,
+    mem: float,
+    *,
+    first_fit: bool = False,
+    allow_spread: bool = True,
+) -> list[tuple[int, int, int, float]] | None:
+    """Place ``job`` with (cpus, mem) in total: consolidated if possible, else spread.
+
+    Consolidation uses best fit (least free resources) or, for GREEDY, first fit.  Parts
+    are taken from ``state`` only when every part fits, so a failure changes nothing.
+    """
+    g = job.gpus
+    fit = state.first_fit if first_fit else state.best_fit
+    if g <= max_single_server_gpus_of(state, job):
+        i = fit(job, g, cpus, mem)
+        if i is not None:
+            state.take(i, g, cpus, mem)
+            return [(i, g, cpus, mem)]
+    if not allow_spread:
+        return None
+    plan = state.spread_plan(job, g)
+    if plan is None or len(plan) == 1:
+        return None
+    parts = spread_parts(state, plan, cpus, mem)
+    if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
+        return None
+    for i, k, c, m in parts:
+        state.take(i, k, c, m)
+    return parts
+
+
+def max_single_server_gpus_of(state: ClusterState, job: Job) -> int:
+    """Most GPUs (total, not free) one server usable by ``job`` has."""
+    return max((s.gpus for s in state.servers if job.may_use(s)), default=0)

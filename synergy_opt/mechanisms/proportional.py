@@ -1,0 +1,44 @@
+"""PROPORTIONAL: the GPU-proportional baseline every prior DNN scheduler uses.
+
+Each runnable job gets floor(g C / G) cores and g M / G GB; it is consolidated on the
+best-fitting server when its GPUs fit on one, else spread over the servers with the most
+free GPUs.  This is the throughput floor that TUNE and OPT must never go below.
+"""
+
+from __future__ import annotations
+
+import time
+
+from synergy_opt.mechanisms.base import MechanismOptions, register
+from synergy_opt.mechanisms.packing import ClusterState, place_job, select_runnable
+from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
+
+
+@register("proportional")
+class Proportional:
+    """GPU-proportional allocation with best-fit consolidated placement."""
+
+    name = "proportional"
+
+    def __init__(self, options: MechanismOptions | None = None) -> None:
+        self.options = options or MechanismOptions()
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Allocate every runnable job its GPU-proportional share."""
+        t0 = time.perf_counter()
+        runnable = select_runnable(inst)
+        prio = {j.id: k for k, j in enumerate(inst.jobs)}
+        # Larger jobs first so that multi-GPU jobs find whole servers before singles
+        # fragment them; priority breaks ties.
+        runnable.sort(key=lambda j: (-j.gpus, prio[j.id]))
+        state = ClusterState(inst.cluster)
+        names = [s.name for s in inst.cluster.servers]
+        placements: dict[str, list[PlacementPart]] = {}
+        for job in runnable:
+            c, m = inst.fair_share(job)
+            parts = place_job(state, job, c, m)
+            if parts:
+                placements[job.id] = [PlacementPart(names[i], k, pc, pm) for i, k, pc, pm in parts]
+        return build_allocation(
+            inst, self.name, placements, solve_seconds=time.perf_counter() - t0
+        )

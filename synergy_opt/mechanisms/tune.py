@@ -1,0 +1,239 @@
+"""Synergy-TUNE, the deployed heuristic (seed section 3).
+
+1. Runnable set: the top jobs, in priority order, whose GPU demands the free GPUs satisfy
+   exactly (auxiliary demands are ignored here, so GPUs never idle at full load).
+2. Each job asks for the cheapest grid point reaching its best throughput.
+3. Jobs are sorted by GPU, then CPU, then memory demand (largest first) and each is placed
+   on the server with the least free resources that still fits.
+4. A job that does not fit first reverts its own demand to GPU-proportional (precisely: the
+   cheapest point within its demand that keeps its fair-share throughput, which is the
+   proportional point for every shipped profile); if it still does not fit, a server with
+   enough free GPUs is chosen and co-resident jobs holding more than they need are reverted
+   the same way, least important first, until the job fits.
+
+Every placed job keeps at least its fair-share throughput, so in the worst case the round
+degenerates to PROPORTIONAL: Synergy is never worse than the baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from synergy_opt.mechanisms.base import MechanismOptions, register
+from synergy_opt.mechanisms.packing import (
+    ClusterState,
+    DemandTable,
+    max_single_server_gpus,
+    place_job,
+    select_runnable,
+    spread_parts,
+    split_cpus,
+    split_mem,
+)
+from synergy_opt.types import (
+    MEM_EPS_GB,
+    THROUGHPUT_EPS,
+    Allocation,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    build_allocation,
+)
+
+Part = tuple[int, int, int, float]  # (server index, gpus, cpus, mem_gb)
+
+
+@dataclass(slots=True)
+class _Placed:
+    """A job placed in this round (mutable while the round is being packed)."""
+
+    job: Job
+    prio: int
+    cpus: int
+    mem: float
+    parts: list[Part]
+    w_floor: float
+    shrunk: bool = False
+    new_parts: list[Part] | None = field(default=None)
+
+
+def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
+    """Re-split (cpus, mem) over the same servers without growing any part.
+
+    Largest-remainder splits are not monotone in the total (the Alabama paradox), so a
+    proportional re-split could grow one part while shrinking the total; capping each part
+    at its old size and handing the deficit back keeps every server's release >= 0.
+    """
+    weights = [k for _, k, _, _ in old]
+    cs = [min(a, p[2]) for a, p in zip(split_cpus(cpus, weights), old, strict=True)]
+    ms = [min(a, p[3]) for a, p in zip(split_mem(mem, weights), old, strict=True)]
+    short_c = cpus - sum(cs)
+    for k, p in enumerate(old):
+        add = min(short_c, p[2] - cs[k])
+        cs[k] += add
+        short_c -= add
+    short_m = mem - sum(ms)
+    for k, p in enumerate(old):
+        if short_m <= 0:
+            break
+        add = min(short_m, p[3] - ms[k])
+        ms[k] += add
+        short_m -= add
+    return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
+
+
+@register("tune")
+class Tune:
+    """Synergy-TUNE: best-fit packing of best demands with fair-share fallbacks."""
+
+    name = "tune"
+
+    def __init__(self, options: MechanismOptions | None = None) -> None:
+        self.options = options or MechanismOptions()
+        self._demand = DemandTable()
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Run one round of Synergy-TUNE."""
+        t0 = time.perf_counter()
+        cluster = inst.cluster
+        total_c, total_m = cluster.total_cpus, cluster.total_mem_gb
+        prio = {j.id: k for k, j in enumerate(inst.jobs)}
+        runnable = select_runnable(inst)
+        best = {j.id: self._demand.best(j, total_c, total_m) for j in runnable}
+        runnable.sort(
+            key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id])
+        )
+        state = ClusterState(cluster)
+        residents: list[list[_Placed]] = [[] for _ in cluster.servers]
+        placed: list[_Placed] = []
+
+        for job in runnable:
+            fair_tp = inst.fair_share_throughput(job)
+            consolidable = job.gpus <= max_single_server_gpus(cluster, job)
+            d = best[job.id]
+            cpus, mem = d.cpus, d.mem_gb
+            parts = place_job(
+                state, job, cpus, mem, allow_spread=self._may_spread(job, consolidable, d.throughput, fair_tp)
+            )
+            if parts is None:
+                s = self._demand.shrink(job, total_c, total_m, cpus, mem, fair_tp)
+                if s is not None and (s.cpus, s.mem_gb) != (cpus, mem):
+                    cpus, mem = s.cpus, s.mem_gb
+                    parts = place_job(
+                        state,
+                        job,
+                        cpus,
+                        mem,
+                        allow_spread=self._may_spread(job, consolidable, s.throughput, fair_tp),
+                    )
+            if parts is None:
+                parts = self._reclaim_and_place(
+                    inst, state, residents, job, cpus, mem, consolidable, fair_tp
+                )
+            if parts is None:
+                continue
+            spread = len(parts) > 1
+            w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
+            rec = _Placed(job, prio[job.id], cpus, mem, list(parts), w_floor)
+            placed.append(rec)
+            for p in parts:
+                residents[p[0]].append(rec)
+
+        names = [s.name for s in cluster.servers]
+        placements = {
+            r.job.id: [PlacementPart(names[i], k, c, m) for i, k, c, m in r.parts] for r in placed
+        }
+        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _may_spread(job: Job, consolidable: bool, w: float, fair_tp: float) -> bool:
+        """Spreading a job that could sit on one server must not cost it its fair share."""
+        return not consolidable or w * job.split_penalty >= fair_tp - THROUGHPUT_EPS
+
+    def _shrunk(self, inst: RoundInstance, r: _Placed) -> list[Part] | None:
+        """Parts of resident ``r`` reverted to the least it needs (cached per round)."""
+        if r.shrunk:
+            return None
+        if r.new_parts is None:
+            c = inst.cluster
+            s = self._demand.shrink(r.job, c.total_cpus, c.total_mem_gb, r.cpus, r.mem, r.w_floor)
+            if s is None or (s.cpus >= r.cpus and s.mem_gb >= r.mem - MEM_EPS_GB):
+                r.shrunk = True
+                return None
+            r.new_parts = _pointwise_min_parts(r.parts, s.cpus, s.mem_gb)
+        return r.new_parts
+
+    def _reclaimable(self, inst: RoundInstance, residents: list[_Placed], i: int) -> tuple[int, float]:
+        """Cores and memory that reverting server ``i``'s residents would free there."""
+        rc, rm = 0, 0.0
+        for r in residents:
+            new = self._shrunk(inst, r)
+            if new is None:
+                continue
+            for old_p, new_p in zip(r.parts, new, strict=True):
+                if old_p[0] == i:
+                    rc += old_p[2] - new_p[2]
+                    rm += old_p[3] - new_p[3]
+        return rc, rm
+
+    def _revert(self, state: ClusterState, r: _Placed, new: list[Part]) -> None:
+        for old_p, new_p in zip(r.parts, new, strict=True):
+            state.give(old_p[0], 0, old_p[2] - new_p[2], old_p[3] - new_p[3])
+        r.parts = new
+        r.cpus = sum(p[2] for p in new)
+        r.mem = sum(p[3] for p in new)
+        r.shrunk = True
+
+    def _make_room(
+        self,
+        inst: RoundInstance,
+        state: ClusterState,
+        residents: list[_Placed],
+        i: int,
+        g: int,
+        c: int,
+        m: float,
+    ) -> bool:
+        """Revert residents of server ``i``, least important first, until (g, c, m) fits."""
+        for r in sorted(residents, key=lambda r: -r.prio):
+            if state.fits(i, g, c, m):
+                return True
+            new = self._shrunk(inst, r)
+            if new is not None:
+                self._revert(state, r, new)
+        return state.fits(i, g, c, m)
+
+    def _reclaim_and_place(
+        self,
+        inst: RoundInstance,
+        state: ClusterState,
+        residents: list[list[_Placed]],
+        job: Job,
+        cpus: int,
+        mem: float,
+        consolidable: bool,
+        fair_tp: float,
+    ) -> list[Part] | None:
+        g = job.gpus
+        if consolidable:
+            for i in state.gpu_candidates(job, g):
+                rc, rm = self._reclaimable(inst, residents[i], i)
+                if state.free_cpus[i] + rc >= cpus and state.free_mem[i] + rm >= mem - MEM_EPS_GB:
+                    if self._make_room(inst, state, residents[i], i, g, cpus, mem):
+                        state.take(i, g, cpus, mem)
+                        return [(i, g, cpus, mem)]
+            if not self._may_spread(job, consolidable, job.sensitivity.lookup(cpus, mem), fair_tp):
+                return None
+        plan = state.spread_plan(job, g)
+        if plan is None or (consolidable and len(plan) == 1):
+            return None
+        parts = spread_parts(state, plan, cpus, mem)
+        for i, k, c, m in parts:
+            if not self._make_room(inst, state, residents[i], i, k, c, m):
+                return None
+        for i, k, c, m in parts:
+            state.take(i, k, c, m)
+        return parts

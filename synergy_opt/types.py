@@ -1,0 +1,385 @@
+"""Plain, immutable data types shared by every part of synergy-opt.
+
+This module owns the vocabulary of a scheduling round: servers and clusters, a job's
+throughput matrix W_j with its floor look-up, jobs, round instances, and allocations with
+per-server placement parts.  It knows nothing of solvers, files or the command line, so
+every other module (I/O, formulations, mechanisms, simulator) can depend on it freely.
+
+Validation lives in ``__post_init__`` and raises :class:`ValidationError` carrying the
+field path that is wrong, so the I/O layer can turn it into a one-line message.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+#: Memory quantities are floats (GB); comparisons of memory against grid points and
+#: capacities allow this slack so that, e.g., 8 x 62.5 fits in 500 after float sums.
+MEM_EPS_GB: float = 1e-6
+#: Throughput comparisons (fair-share floor, reported values) use this absolute slack.
+THROUGHPUT_EPS: float = 1e-9
+
+
+class ValidationError(ValueError):
+    """A value violates the data model; ``path`` names the offending field."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path = path
+        self.problem = problem
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _finite(x: float) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """One machine: whole GPUs and cores, memory in GB, optional GPU type."""
+
+    name: str
+    gpus: int
+    cpus: int
+    mem_gb: float
+    gpu_type: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValidationError("name", "must be a non-empty string")
+        if not _is_int(self.gpus) or self.gpus < 0:
+            raise ValidationError("gpus", f"must be an integer >= 0, got {self.gpus!r}")
+        if not _is_int(self.cpus) or self.cpus < 0:
+            raise ValidationError("cpus", f"must be an integer >= 0, got {self.cpus!r}")
+        if not _finite(self.mem_gb) or self.mem_gb < 0:
+            raise ValidationError("mem_gb", f"must be a finite number >= 0, got {self.mem_gb!r}")
+        if self.gpu_type is not None and (not isinstance(self.gpu_type, str) or not self.gpu_type):
+            raise ValidationError("gpu_type", "must be a non-empty string")
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """A set of servers; totals define every job's GPU-proportional share."""
+
+    servers: tuple[Server, ...]
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            raise ValidationError("servers", "must list at least one server")
+        seen: set[str] = set()
+        for i, s in enumerate(self.servers):
+            if s.name in seen:
+                raise ValidationError(f"servers[{i}].name", f"duplicate server name {s.name!r}")
+            seen.add(s.name)
+        if self.total_gpus < 1:
+            raise ValidationError("servers", "the cluster has no GPU")
+
+    @property
+    def total_gpus(self) -> int:
+        """G, the cluster's GPU count."""
+        return sum(s.gpus for s in self.servers)
+
+    @property
+    def total_cpus(self) -> int:
+        """C, the cluster's core count."""
+        return sum(s.cpus for s in self.servers)
+
+    @property
+    def total_mem_gb(self) -> float:
+        """M, the cluster's memory."""
+        return math.fsum(s.mem_gb for s in self.servers)
+
+    def fair_share(self, gpus: int) -> tuple[int, float]:
+        """GPU-proportional (cores, GB) for a job of ``gpus`` GPUs: floor(gC/G), gM/G."""
+        g_total = self.total_gpus
+        return (gpus * self.total_cpus) // g_total, gpus * self.total_mem_gb / g_total
+
+    @property
+    def gpu_types(self) -> tuple[str | None, ...]:
+        """Distinct GPU types in order of first appearance."""
+        return tuple(dict.fromkeys(s.gpu_type for s in self.servers))
+
+    @property
+    def max_server_gpus(self) -> int:
+        """The most GPUs any single server has (consolidation limit)."""
+        return max(s.gpus for s in self.servers)
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputMatrix:
+    """W_j over a grid of *total* cores (ascending ints) and memory (ascending GB).
+
+    The floor look-up is the single definition of "throughput of an allocation" used by
+    every mechanism (FORMATS.md section 1): the value at the largest grid point that does
+    not exceed the allocation in either dimension, 0 below the grid.
+    """
+
+    cpus: tuple[int, ...]
+    mem_gb: tuple[float, ...]
+    throughput: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self) -> None:
+        if not self.cpus:
+            raise ValidationError("cpus", "must not be empty")
+        for i, c in enumerate(self.cpus):
+            if not _is_int(c) or c < 1:
+                raise ValidationError(f"cpus[{i}]", f"must be a positive integer, got {c!r}")
+            if i and c <= self.cpus[i - 1]:
+                raise ValidationError(f"cpus[{i}]", "values must be strictly ascending")
+        if not self.mem_gb:
+            raise ValidationError("mem_gb", "must not be empty")
+        for k, m in enumerate(self.mem_gb):
+            if not _finite(m) or m <= 0:
+                raise ValidationError(f"mem_gb[{k}]", f"must be a positive finite number, got {m!r}")
+            if k and m <= self.mem_gb[k - 1]:
+                raise ValidationError(f"mem_gb[{k}]", "values must be strictly ascending")
+        if len(self.throughput) != len(self.cpus):
+            raise ValidationError(
+                "throughput", f"has {len(self.throughput)} rows, expected {len(self.cpus)}"
+            )
+        for i, row in enumerate(self.throughput):
+            if len(row) != len(self.mem_gb):
+                raise ValidationError(
+                    "throughput", f"row {i} has {len(row)} values, expected {len(self.mem_gb)}"
+                )
+            for k, w in enumerate(row):
+                if not _finite(w) or w < 0:
+                    raise ValidationError(
+                        f"throughput[{i}][{k}]", f"must be a finite number >= 0, got {w!r}"
+                    )
+
+    @classmethod
+    def from_lists(
+        cls, cpus: Sequence[int], mem_gb: Sequence[float], throughput: Sequence[Sequence[float]]
+    ) -> ThroughputMatrix:
+        """Build from any sequences (lists from JSON, numpy rows)."""
+        return cls(
+            tuple(int(c) for c in cpus),
+            tuple(float(m) for m in mem_gb),
+            tuple(tuple(float(w) for w in row) for row in throughput),
+        )
+
+    def lookup(self, cpus: float, mem_gb: float) -> float:
+        """Floor look-up W(c, m); 0 when below the smallest grid point."""
+        i = bisect.bisect_right(self.cpus, cpus + 1e-9) - 1
+        k = bisect.bisect_right(self.mem_gb, mem_gb + MEM_EPS_GB) - 1
+        if i < 0 or k < 0:
+            return 0.0
+        return self.throughput[i][k]
+
+    @property
+    def max_throughput(self) -> float:
+        """The best value anywhere on the grid."""
+        return max(max(row) for row in self.throughput)
+
+    def points(self) -> Iterable[tuple[int, float, float]]:
+        """Every grid point as (cpus, mem_gb, throughput), row-major."""
+        for i, c in enumerate(self.cpus):
+            for k, m in enumerate(self.mem_gb):
+                yield c, m, self.throughput[i][k]
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job wanting ``gpus`` GPUs for its lifetime, with its sensitivity matrix."""
+
+    id: str
+    gpus: int
+    sensitivity: ThroughputMatrix
+    model: str | None = None
+    category: str | None = None
+    split_penalty: float = 1.0
+    gpu_types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValidationError("id", "must be a non-empty string")
+        if not _is_int(self.gpus) or self.gpus < 1:
+            raise ValidationError("gpus", f"must be an integer >= 1, got {self.gpus!r}")
+        if not _finite(self.split_penalty) or not 0 < self.split_penalty <= 1:
+            raise ValidationError(
+                "split_penalty", f"must be in (0, 1], got {self.split_penalty!r}"
+            )
+        if self.gpu_types is not None:
+            if not self.gpu_types:
+                raise ValidationError("gpu_types", "must list at least one GPU type")
+            for i, t in enumerate(self.gpu_types):
+                if not isinstance(t, str) or not t:
+                    raise ValidationError(f"gpu_types[{i}]", "must be a non-empty string")
+
+    def may_use(self, server: Server) -> bool:
+        """Whether this job's GPU-type restriction admits ``server``."""
+        return self.gpu_types is None or server.gpu_type in self.gpu_types
+
+
+@dataclass(frozen=True, slots=True)
+class RoundInstance:
+    """One scheduling round: a cluster and jobs in priority order (first = most important)."""
+
+    name: str
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        g_total = self.cluster.total_gpus
+        for i, j in enumerate(self.jobs):
+            if j.id in seen:
+                raise ValidationError(f"jobs[{i}].id", f"duplicate job id {j.id!r}")
+            seen.add(j.id)
+            if j.gpus > g_total:
+                raise ValidationError(
+                    f"jobs[{i}].gpus", f"wants {j.gpus} GPUs, the whole cluster has {g_total}"
+                )
+            if j.gpu_types is not None:
+                usable = sum(s.gpus for s in self.cluster.servers if j.may_use(s))
+                if j.gpus > usable:
+                    raise ValidationError(
+                        f"jobs[{i}].gpu_types",
+                        f"the cluster has {usable} GPUs of types {list(j.gpu_types)}, "
+                        f"the job wants {j.gpus}",
+                    )
+
+    def fair_share(self, job: Job) -> tuple[int, float]:
+        """The job's GPU-proportional (cores, GB)."""
+        return self.cluster.fair_share(job.gpus)
+
+    def fair_share_throughput(self, job: Job) -> float:
+        """W_j at the GPU-proportional share: the floor TUNE and OPT must keep."""
+        c, m = self.fair_share(job)
+        return job.sensitivity.lookup(c, m)
+
+    def job_by_id(self) -> dict[str, Job]:
+        """Jobs keyed by id."""
+        return {j.id: j for j in self.jobs}
+
+
+# --------------------------------------------------------------------------- allocations
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPart:
+    """The share of one job that sits on one server."""
+
+    server: str
+    gpus: int
+    cpus: int
+    mem_gb: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobAllocation:
+    """What one scheduled job receives, with throughput by the floor look-up."""
+
+    id: str
+    gpus: int
+    cpus: int
+    mem_gb: float
+    placement: tuple[PlacementPart, ...]
+    throughput: float
+    fair_share_throughput: float
+
+    @property
+    def fragmented(self) -> bool:
+        """True when the job spans more than one server."""
+        return len({p.server for p in self.placement}) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A mechanism's answer for one round (FORMATS.md ``synergy-allocation/1``)."""
+
+    instance: str
+    mechanism: str
+    jobs: tuple[JobAllocation, ...]
+    unscheduled: tuple[str, ...]
+    total_throughput: float
+    fragmented_jobs: int
+    solver: str | None = None
+    upper_bound: float | None = None
+    solve_seconds: float = 0.0
+    #: Optional remarks (e.g. "fell back to tune: time limit"); written only when present.
+    notes: tuple[str, ...] = field(default=())
+
+
+def realised_throughput(job: Job, parts: Sequence[PlacementPart]) -> float:
+    """Throughput of ``job`` given its placement parts (floor look-up, split penalty)."""
+    cpus = sum(p.cpus for p in parts)
+    mem = math.fsum(p.mem_gb for p in parts)
+    w = job.sensitivity.lookup(cpus, mem)
+    if len({p.server for p in parts}) > 1:
+        w *= job.split_penalty
+    return w
+
+
+def build_allocation(
+    inst: RoundInstance,
+    mechanism: str,
+    placements: dict[str, Sequence[PlacementPart]],
+    *,
+    solver: str | None = None,
+    upper_bound: float | None = None,
+    solve_seconds: float = 0.0,
+    notes: Sequence[str] = (),
+) -> Allocation:
+    """Assemble an :class:`Allocation` from per-job placement parts.
+
+    Jobs appear in instance order, parts in server order, so every mechanism's output is
+    deterministic regardless of the order in which it placed jobs.
+    """
+    order = {s.name: i for i, s in enumerate(inst.cluster.servers)}
+    jobs: list[JobAllocation] = []
+    unscheduled: list[str] = []
+    for job in inst.jobs:
+        parts = placements.get(job.id)
+        if not parts:
+            unscheduled.append(job.id)
+            continue
+        merged: dict[str, list[float]] = {}
+        for p in parts:
+            acc = merged.setdefault(p.server, [0, 0, 0.0])
+            acc[0] += p.gpus
+            acc[1] += p.cpus
+            acc[2] += p.mem_gb
+        ordered = tuple(
+            PlacementPart(s, int(v[0]), int(v[1]), float(v[2]))
+            for s, v in sorted(merged.items(), key=lambda kv: order[kv[0]])
+        )
+        jobs.append(
+            JobAllocation(
+                id=job.id,
+                gpus=sum(p.gpus for p in ordered),
+                cpus=sum(p.cpus for p in ordered),
+                mem_gb=math.fsum(p.mem_gb for p in ordered),
+                placement=ordered,
+                throughput=realised_throughput(job, ordered),
+                fair_share_throughput=inst.fair_share_throughput(job),
+            )
+        )
+    return Allocation(
+        instance=inst.name,
+        mechanism=mechanism,
+        jobs=tuple(jobs),
+        unscheduled=tuple(unscheduled),
+        total_throughput=math.fsum(j.throughput for j in jobs),
+        fragmented_jobs=sum(1 for j in jobs if j.fragmented),
+        solver=solver,
+        upper_bound=upper_bound,
+        solve_seconds=solve_seconds,
+        notes=tuple(notes),
+    )
