@@ -1,0 +1,67 @@
+"""The ``synergy-opt`` command: a thin layer that parses arguments and calls the library.
+
+Each sub-command lives in ``synergy_opt.commands.<name>`` and exposes
+``register(subparsers)``; it sets ``func`` to a ``run(args) -> int`` callable.  This module
+only wires them up, configures logging and maps errors to exit codes (FORMATS.md section 3):
+0 success, 1 violations or no feasible answer, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from synergy_opt.commands.common import UsageError
+from synergy_opt.io import InputError
+
+#: Sub-command modules, in the order ``--help`` lists them.
+COMMANDS: tuple[str, ...] = (
+    "synergy_opt.commands.solve",
+    "synergy_opt.commands.check",
+)
+
+log = logging.getLogger("synergy_opt")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors on one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every registered sub-command."""
+    parser = _Parser(prog="synergy-opt", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(args.verbose, 2),
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args))
+    except (InputError, UsageError) as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of ``synergy-opt``; each module exposes ``register(subparsers)``."""
