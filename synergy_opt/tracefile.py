@@ -1,0 +1,186 @@
+"""Job traces as CSV (FORMATS.md section 5): one row per job, header required.
+
+Required columns ``id, arrival_s, gpus, model, duration_s``; optional ``category``,
+``split_penalty`` and ``gpu_types`` (allowed GPU types joined by ``;``).  Any other column is
+kept verbatim in :attr:`TraceJob.extra` (converters use it for, e.g., requested CPU and
+memory) and written back in the same order.  ``duration_s`` is the run time at the job's
+GPU-proportional share, so its work is ``duration_s x fair-share throughput``.
+
+Errors name the file, the line and the column:
+``trace.csv: line 7: gpus: expected an integer >= 1, got 'two'``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io as _io
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from synergy_opt.io import InputError, write_text_atomic
+from synergy_opt.profiles import ProfileLibrary
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("id", "arrival_s", "gpus", "model", "duration_s")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("category", "split_penalty", "gpu_types")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a trace: when it arrives, what it runs, and for how long at fair share."""
+
+    id: str
+    arrival_s: float
+    gpus: int
+    model: str
+    duration_s: float
+    category: str | None = None
+    split_penalty: float = 1.0
+    gpu_types: tuple[str, ...] | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+
+
+def _num(text: str, col: str, where: str, *, minimum: float, strict: bool = False) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"{where}: {col}: expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < minimum or (strict and v <= minimum):
+        op = ">" if strict else ">="
+        raise InputError(f"{where}: {col}: must be a finite number {op} {minimum:g}, got {text!r}")
+    return v
+
+
+def parse_row(row: dict[str, str], extra_cols: list[str], where: str) -> TraceJob:
+    """Turn one CSV row (already split into columns) into a :class:`TraceJob`."""
+    jid = (row.get("id") or "").strip()
+    if not jid:
+        raise InputError(f"{where}: id: must not be empty")
+    gtext = (row.get("gpus") or "").strip()
+    try:
+        gf = float(gtext)
+        if not gf.is_integer():
+            raise ValueError
+        gpus = int(gf)
+    except ValueError:
+        raise InputError(f"{where}: gpus: expected an integer >= 1, got {gtext!r}") from None
+    if gpus < 1:
+        raise InputError(f"{where}: gpus: expected an integer >= 1, got {gtext!r}")
+    model = (row.get("model") or "").strip()
+    if not model:
+        raise InputError(f"{where}: model: must not be empty")
+    arrival = _num((row.get("arrival_s") or "").strip(), "arrival_s", where, minimum=0.0)
+    duration = _num((row.get("duration_s") or "").strip(), "duration_s", where, minimum=0.0, strict=True)
+    category = (row.get("category") or "").strip() or None
+    ptext = (row.get("split_penalty") or "").strip()
+    penalty = 1.0
+    if ptext:
+        penalty = _num(ptext, "split_penalty", where, minimum=0.0, strict=True)
+        if penalty > 1:
+            raise InputError(f"{where}: split_penalty: must be in (0, 1], got {ptext!r}")
+    ttext = (row.get("gpu_types") or "").strip()
+    gpu_types = tuple(t.strip() for t in ttext.split(";") if t.strip()) or None
+    extra = tuple((c, row.get(c) or "") for c in extra_cols)
+    return TraceJob(jid, arrival, gpus, model, duration, category, penalty, gpu_types, extra)
+
+
+def read_trace(
+    path: str | os.PathLike[str], profiles: ProfileLibrary | None = None
+) -> tuple[TraceJob, ...]:
+    """Read and validate a trace; with ``profiles``, every model must be a known profile.
+
+    Jobs are returned sorted by (arrival, file order) so the arrival index used by
+    ``--window`` is well defined even for unsorted files.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a directory, expected a CSV trace") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not UTF-8 text") from None
+    except OSError as e:
+        raise InputError(f"{p}: cannot read ({e.strerror})") from None
+    reader = csv.reader(_io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise InputError(f"{p}: empty file, expected a CSV header") from None
+    except csv.Error as e:
+        raise InputError(f"{p}: line 1: not valid CSV ({e})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise InputError(f"{p}: line 1: header lacks column(s) {', '.join(missing)}")
+    if len(set(header)) != len(header):
+        raise InputError(f"{p}: line 1: duplicate column names in header")
+    extra_cols = [h for h in header if h not in REQUIRED_COLUMNS and h not in OPTIONAL_COLUMNS]
+    jobs: list[TraceJob] = []
+    seen: set[str] = set()
+    try:
+        for row_values in reader:
+            line = reader.line_num
+            if not row_values or all(not v.strip() for v in row_values):
+                continue
+            where = f"{p}: line {line}"
+            if len(row_values) != len(header):
+                raise InputError(f"{where}: has {len(row_values)} fields, header has {len(header)}")
+            job = parse_row(dict(zip(header, row_values, strict=True)), extra_cols, where)
+            if job.id in seen:
+                raise InputError(f"{where}: id: duplicate job id {job.id!r}")
+            seen.add(job.id)
+            if profiles is not None and job.model not in profiles:
+                raise InputError(
+                    f"{where}: model: unknown model {job.model!r}; known: {', '.join(profiles.names())}"
+                )
+            jobs.append(job)
+    except csv.Error as e:
+        raise InputError(f"{p}: line {reader.line_num}: not valid CSV ({e})") from None
+    if not jobs:
+        raise InputError(f"{p}: no jobs in trace")
+    order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival_s, k))
+    return tuple(jobs[k] for k in order)
+
+
+def _fmt(x: float) -> str:
+    # Shortest repr that round-trips: deterministic and lossless.
+    return repr(float(x)) if not float(x).is_integer() else f"{x:.1f}"
+
+
+def trace_to_csv(jobs: Iterable[TraceJob]) -> str:
+    """CSV text for ``jobs``: optional columns appear only when some job uses them."""
+    rows = list(jobs)
+    cols = list(REQUIRED_COLUMNS)
+    if any(j.category is not None for j in rows):
+        cols.append("category")
+    if any(j.split_penalty != 1.0 for j in rows):
+        cols.append("split_penalty")
+    if any(j.gpu_types is not None for j in rows):
+        cols.append("gpu_types")
+    extra_cols = list(dict.fromkeys(k for j in rows for k, _ in j.extra))
+    cols += extra_cols
+    buf = _io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for j in rows:
+        ex = dict(j.extra)
+        values = {
+            "id": j.id,
+            "arrival_s": _fmt(j.arrival_s),
+            "gpus": str(j.gpus),
+            "model": j.model,
+            "duration_s": _fmt(j.duration_s),
+            "category": j.category or "",
+            "split_penalty": _fmt(j.split_penalty),
+            "gpu_types": ";".join(j.gpu_types) if j.gpu_types else "",
+        }
+        w.writerow([values[c] if c in values else ex.get(c, "") for c in cols])
+    return buf.getvalue()
+
+
+def write_trace(path: str | os.PathLike[str], jobs: Iterable[TraceJob]) -> None:
+    """Write a trace CSV atomically."""
+    write_text_atomic(path, trace_to_csv(jobs))
