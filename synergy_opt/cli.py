@@ -21,6 +21,8 @@ from synergy_opt.io import InputError
 COMMANDS: tuple[str, ...] = (
     "synergy_opt.commands.solve",
     "synergy_opt.commands.check",
+    "synergy_opt.commands.generate",
+    "synergy_opt.commands.demo",
 )
 
 log = logging.getLogger("synergy_opt")

@@ -396,9 +396,36 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
         raise InputError(f"{path}: {e}") from None
 
 
+def _encode(obj: Any, indent: int) -> str:
+    # Lists of scalars (matrix rows, grid axes, id lists) stay on one line: instances with
+    # hundreds of 9x5 matrices remain readable and diffable.
+    pad = "  " * (indent + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        items = [
+            f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_encode(v, indent + 1)}"
+            for k, v in obj.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(obj, list | tuple):
+        if not obj:
+            return "[]"
+        if all(not isinstance(v, dict | list | tuple) for v in obj):
+            return "[" + ", ".join(_encode(v, indent + 1) for v in obj) + "]"
+        if all(
+            isinstance(v, list | tuple) and all(not isinstance(x, dict | list | tuple) for x in v)
+            for v in obj
+        ):
+            rows = [pad + _encode(v, indent + 1) for v in obj]
+            return "[\n" + ",\n".join(rows) + "\n" + "  " * indent + "]"
+        return "[\n" + ",\n".join(pad + _encode(v, indent + 1) for v in obj) + "\n" + "  " * indent + "]"
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
 def dumps(obj: Any) -> str:
-    """Canonical JSON text: fixed indentation and key order, trailing newline."""
-    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    """Canonical JSON text: two-space indentation, scalar lists on one line, final newline."""
+    return _encode(obj, 0) + "\n"
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -407,6 +434,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        # mkstemp creates 0600; give the result the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
             f.flush()
@@ -415,6 +444,13 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it; there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:

@@ -1,0 +1,90 @@
+"""``synergy-opt generate``: write a round instance drawn from the shipped model profiles."""
+
+from __future__ import annotations
+
+import argparse
+
+from synergy_opt.commands.common import (
+    UsageError,
+    emit_json,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
+from synergy_opt.generate import (
+    GenerateSpec,
+    generate_instance,
+    mix_from_workload,
+    parse_gpu_mix,
+    parse_split,
+)
+from synergy_opt.io import instance_to_dict
+from synergy_opt.profiles import load_profiles
+from synergy_opt.types import ValidationError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``generate`` sub-command."""
+    p = sub.add_parser("generate", help="generate a round instance", description=__doc__)
+    p.add_argument("--servers", type=positive_int, default=16)
+    p.add_argument("--gpus-per-server", type=positive_int, default=8)
+    p.add_argument("--cpus-per-server", type=positive_int, default=24)
+    p.add_argument("--mem-per-server-gb", type=positive_float, default=500.0)
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--jobs", type=nonneg_int, default=None, help="number of jobs")
+    size.add_argument(
+        "--gpu-load",
+        type=positive_float,
+        default=None,
+        help="jobs until their GPUs reach this multiple of the cluster's GPUs (default 1.0)",
+    )
+    p.add_argument("--split", default="20,70,10", help="IMAGE,LANGUAGE,SPEECH percentages")
+    mix = p.add_mutually_exclusive_group()
+    mix.add_argument("--workload", choices=("single-gpu", "multi-gpu"), default=None)
+    mix.add_argument("--gpu-mix", default=None, help="GPUS:WEIGHT pairs, e.g. 1:70,2:10,4:15,8:5")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default=None, help="instance name")
+    p.add_argument("--profiles", default=None, metavar="PROFILES.json")
+    p.add_argument("-o", "--output", default=None, metavar="INSTANCE.json")
+    p.set_defaults(func=run)
+
+
+def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
+    """Translate parsed options into a :class:`GenerateSpec`, naming the bad option."""
+    try:
+        split = parse_split(args.split)
+    except ValueError as e:
+        raise UsageError(f"--split: {e}") from None
+    try:
+        if args.gpu_mix is not None:
+            mix = parse_gpu_mix(args.gpu_mix)
+        else:
+            mix = mix_from_workload(args.workload or "single-gpu")
+    except ValueError as e:
+        raise UsageError(f"--gpu-mix: {e}") from None
+    gpu_load = args.gpu_load if args.jobs is None else None
+    if args.jobs is None and gpu_load is None:
+        gpu_load = 1.0
+    try:
+        return GenerateSpec(
+            servers=args.servers,
+            gpus_per_server=args.gpus_per_server,
+            cpus_per_server=args.cpus_per_server,
+            mem_per_server_gb=args.mem_per_server_gb,
+            jobs=args.jobs,
+            gpu_load=gpu_load,
+            split=split,
+            gpu_mix=mix,
+            seed=args.seed,
+            name=args.name,
+        )
+    except ValidationError as e:
+        raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate and write the instance."""
+    spec = spec_from_args(args)
+    inst = generate_instance(spec, load_profiles(args.profiles))
+    emit_json(instance_to_dict(inst), args.output)
+    return 0
