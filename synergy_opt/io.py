@@ -150,6 +150,8 @@ def cluster_from_dict(value: Any, path: str = "cluster") -> Cluster:
                 sname = f"s{len(servers)}"
             else:
                 sname = name if count == 1 else f"{name}-{k}"
+            if any(s.name == sname for s in servers):
+                raise ValidationError(_R.join(p, "name"), f"duplicate server name {sname!r}")
             servers.append(_wrap(p, lambda: Server(sname, gpus, cpus, mem, gpu_type)))
     return _wrap(path, lambda: Cluster(tuple(servers)))
 

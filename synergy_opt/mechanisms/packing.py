@@ -98,9 +98,9 @@ class ClusterState:
         return None
 
 
-def max_single_server_gpus(cluster: Cluster, job: Job) -> int:
-    """Most GPUs one server the job may use has; a bigger job must be spread."""
-    return max((s.gpus for s in cluster.servers if job.may_use(s)), default=0)
+def max_single_server_gpus(servers: Sequence[Server], job: Job) -> int:
+    """Most GPUs (total, not free) one server the job may use has; a bigger job must spread."""
+    return max((s.gpus for s in servers if job.may_use(s)), default=0)
 
 
 def select_runnable(inst: RoundInstance) -> list[Job]:
@@ -232,7 +232,7 @@ def place_job(
     """
     g = job.gpus
     fit = state.first_fit if first_fit else state.best_fit
-    if g <= max_single_server_gpus_of(state, job):
+    if g <= max_single_server_gpus(state.servers, job):
         i = fit(job, g, cpus, mem)
         if i is not None:
             state.take(i, g, cpus, mem)
@@ -249,7 +249,3 @@ def place_job(
         state.take(i, k, c, m)
     return parts
 
-
-def max_single_server_gpus_of(state: ClusterState, job: Job) -> int:
-    """Most GPUs (total, not free) one server usable by ``job`` has."""
-    return max((s.gpus for s in state.servers if job.may_use(s)), default=0)

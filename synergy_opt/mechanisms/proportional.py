@@ -10,7 +10,12 @@ from __future__ import annotations
 import time
 
 from synergy_opt.mechanisms.base import MechanismOptions, register
-from synergy_opt.mechanisms.packing import ClusterState, place_job, select_runnable
+from synergy_opt.mechanisms.packing import (
+    ClusterState,
+    max_single_server_gpus,
+    place_job,
+    select_runnable,
+)
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
@@ -36,7 +41,12 @@ class Proportional:
         placements: dict[str, list[PlacementPart]] = {}
         for job in runnable:
             c, m = inst.fair_share(job)
-            parts = place_job(state, job, c, m)
+            # Spreading a job that fits on one server costs it its split penalty; the
+            # baseline then waits for a whole server rather than run below its own share.
+            consolidable = job.gpus <= max_single_server_gpus(inst.cluster.servers, job)
+            parts = place_job(
+                state, job, c, m, allow_spread=not consolidable or job.split_penalty >= 1.0
+            )
             if parts:
                 placements[job.id] = [PlacementPart(names[i], k, pc, pm) for i, k, pc, pm in parts]
         return build_allocation(

@@ -110,7 +110,7 @@ class Tune:
 
         for job in runnable:
             fair_tp = inst.fair_share_throughput(job)
-            consolidable = job.gpus <= max_single_server_gpus(cluster, job)
+            consolidable = job.gpus <= max_single_server_gpus(cluster.servers, job)
             d = best[job.id]
             cpus, mem = d.cpus, d.mem_gb
             parts = place_job(

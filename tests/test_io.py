@@ -1,0 +1,182 @@
+"""JSON I/O: round trips, determinism, and a corpus of malformed inputs.
+
+Every malformed input must end in exactly one line on stderr that names the file and the
+field path, with exit code 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from synergy_opt.cli import main
+from synergy_opt.io import (
+    InputError,
+    allocation_from_dict,
+    allocation_to_dict,
+    cluster_from_dict,
+    dumps,
+    instance_from_dict,
+    instance_to_dict,
+    load_instance,
+    write_json_atomic,
+)
+from synergy_opt.mechanisms import make_mechanism
+from tests.conftest import INSTANCES, all_instances
+from tests.strategies import round_instances
+
+MALFORMED = Path(__file__).parent / "data" / "malformed"
+
+BASE: dict[str, Any] = {
+    "format": "synergy-round/1",
+    "name": "base",
+    "cluster": {"servers": [{"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500}, {"count": 3, "gpus": 8, "cpus": 24, "mem_gb": 500}]},
+    "jobs": [
+        {"id": "j0", "gpus": 1, "sensitivity": {"cpus": [1, 3], "mem_gb": [31.25, 62.5], "throughput": [[0.3, 0.4], [0.9, 1.0]]}},
+        {"id": "j1", "gpus": 2, "sensitivity": {"cpus": [2, 6], "mem_gb": [125], "throughput": [[0.5], [1.0]]}},
+    ],
+}
+
+
+def test_server_count_and_names() -> None:
+    inst = instance_from_dict(BASE)
+    assert [s.name for s in inst.cluster.servers] == ["s0", "s1", "s2", "s3"]
+    named = cluster_from_dict({"servers": [{"name": "big", "count": 2, "gpus": 8, "cpus": 24, "mem_gb": 500}]})
+    assert [s.name for s in named.servers] == ["big-0", "big-1"]
+
+
+def _mutate(path: list[Any], value: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    node: Any = doc
+    for key in path[:-1]:
+        node = node[key]
+    if value is _DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return doc
+
+
+_DELETE = object()
+
+# (mutation path, new value, expected field path in the message, expected words)
+CASES: list[tuple[list[Any], Any, str, str]] = [
+    (["format"], "synergy-round/2", "format", "expected 'synergy-round/1'"),
+    (["format"], _DELETE, "format", "missing required field"),
+    (["cluster"], _DELETE, "cluster", "missing required field"),
+    (["cluster", "servers"], [], "cluster.servers", "at least one server"),
+    (["cluster", "servers", 0, "gpus"], "8", "cluster.servers[0].gpus", "expected an integer"),
+    (["cluster", "servers", 0, "gpus"], -1, "cluster.servers[0].gpus", ">= 0"),
+    (["cluster", "servers", 0, "cpus"], 2.5, "cluster.servers[0].cpus", "expected an integer"),
+    (["cluster", "servers", 0, "mem_gb"], _DELETE, "cluster.servers[0].mem_gb", "missing"),
+    (["cluster", "servers", 1, "count"], 0, "cluster.servers[1].count", ">= 1"),
+    (["cluster", "servers", 1], {"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500}, "cluster.servers[1].name", "duplicate server name"),
+    (["cluster", "servers", 0, "name"], "s1", "cluster.servers[1].name", "duplicate server name 's1'"),
+    (["jobs"], {"a": 1}, "jobs", "expected a list"),
+    (["jobs", 0, "id"], _DELETE, "jobs[0].id", "missing"),
+    (["jobs", 1, "id"], "j0", "jobs[1].id", "duplicate job id"),
+    (["jobs", 0, "gpus"], 0, "jobs[0].gpus", ">= 1"),
+    (["jobs", 0, "gpus"], 33, "jobs[0].gpus", "whole cluster has 32"),
+    (["jobs", 0, "gpus"], True, "jobs[0].gpus", "expected an integer"),
+    (["jobs", 0, "split_penalty"], 1.5, "jobs[0].split_penalty", "(0, 1]"),
+    (["jobs", 0, "gpu_types"], ["h100"], "jobs[0].gpu_types", "has 0 GPUs of types"),
+    (["jobs", 0, "sensitivity"], _DELETE, "jobs[0].sensitivity", "missing"),
+    (["jobs", 0, "sensitivity", "cpus"], [3, 1], "jobs[0].sensitivity.cpus[1]", "strictly ascending"),
+    (["jobs", 0, "sensitivity", "cpus"], [1, 1.5], "jobs[0].sensitivity.cpus[1]", "expected an integer"),
+    (["jobs", 0, "sensitivity", "mem_gb"], [62.5, 31.25], "jobs[0].sensitivity.mem_gb[1]", "strictly ascending"),
+    (["jobs", 0, "sensitivity", "mem_gb"], [0, 31.25], "jobs[0].sensitivity.mem_gb[0]", "positive"),
+    (["jobs", 0, "sensitivity", "throughput"], [[0.3, 0.4], [0.9]], "jobs[0].sensitivity.throughput", "row 1 has 1 values, expected 2"),
+    (["jobs", 0, "sensitivity", "throughput"], [[0.3, 0.4]], "jobs[0].sensitivity.throughput", "has 1 rows, expected 2"),
+    (["jobs", 0, "sensitivity", "throughput"], [[0.3, -0.4], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", ">= 0"),
+    (["jobs", 0, "sensitivity", "throughput"], [[0.3, "x"], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", "expected a number"),
+    (["jobs", 0, "sensitivity", "throughput"], [[0.3, "__HUGE__"], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", "finite"),
+    (["jobs", 0, "sensitivity", "throughput"], [0.3, 0.4], "jobs[0].sensitivity.throughput[0]", "expected a list"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "words"), CASES, ids=[c[2] + ":" + c[3][:18] for c in CASES])
+def test_malformed_instance_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: list[Any], value: Any, field: str, words: str
+) -> None:
+    f = tmp_path / "instance.json"
+    # 1e400 is valid JSON text that decodes to infinity: write it raw.
+    f.write_text(json.dumps(_mutate(path, value)).replace('"__HUGE__"', "1e400"))
+    rc = main(["solve", str(f), "--mechanism", "tune"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{f}: {field}: "), lines[0]
+    assert words in lines[0]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MALFORMED.glob("*.json")))
+def test_malformed_files(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["solve", str(MALFORMED / name), "--mechanism", "proportional"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and err[0].startswith(str(MALFORMED / name) + ": ")
+    assert "Traceback" not in err[0]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_instance(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize("path", all_instances(), ids=lambda p: p.name)
+def test_shipped_instances_round_trip(path: Path) -> None:
+    inst = load_instance(path)
+    again = instance_from_dict(json.loads(dumps(instance_to_dict(inst))))
+    assert again == inst
+
+
+@given(round_instances(typed=True))
+@settings(max_examples=40)
+def test_round_trip_identity(inst) -> None:  # type: ignore[no-untyped-def]
+    doc = instance_to_dict(inst)
+    assert instance_from_dict(json.loads(dumps(doc))) == inst
+    # and the text itself is a fixed point
+    assert dumps(instance_to_dict(instance_from_dict(json.loads(dumps(doc))))) == dumps(doc)
+
+
+def test_allocation_round_trip_and_key_order_independence() -> None:
+    inst = load_instance(INSTANCES / "multi-gpu-128gpu.json")
+    alloc = make_mechanism("tune").allocate(inst)
+    doc = allocation_to_dict(alloc)
+    back = allocation_from_dict(json.loads(dumps(doc)))
+    assert back == alloc
+    # Shuffle every object's key order in the *instance* file: the answer must not change.
+    raw = json.loads((INSTANCES / "multi-gpu-128gpu.json").read_text())
+    rnd = random.Random(7)
+
+    def shuffle(x: Any) -> Any:
+        if isinstance(x, dict):
+            items = list(x.items())
+            rnd.shuffle(items)
+            return {k: shuffle(v) for k, v in items}
+        if isinstance(x, list):
+            return [shuffle(v) for v in x]
+        return x
+
+    again = make_mechanism("tune").allocate(instance_from_dict(shuffle(raw)))
+    strip = lambda a: {**allocation_to_dict(a), "solve_seconds": 0}  # noqa: E731
+    assert dumps(strip(again)) == dumps(strip(alloc))
+
+
+def test_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "x.json"
+    write_json_atomic(target, {"a": 1})
+    write_json_atomic(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+    with pytest.raises(ValueError):
+        write_json_atomic(target, {"a": float("nan")})  # refused before replacing
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
