@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "synergy_opt.commands.check",
     "synergy_opt.commands.generate",
     "synergy_opt.commands.demo",
+    "synergy_opt.commands.trace",
 )
 
 log = logging.getLogger("synergy_opt")

@@ -1,0 +1,276 @@
+"""Shared vocabulary of the trace converters: options, row accounting, errors, results.
+
+Public traces are messy (empty fields, pods that never ran, jobs without attempts), so a
+converter never silently drops a row: every input row ends up either converted or counted
+under a named reason, and :class:`ConversionReport` says how many went each way.  A
+malformed row is an error naming the file, the line and the field, unless the user asked to
+``--skip-bad``, in which case it is counted (and the first few messages kept) instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from synergy_opt.io import InputError
+from synergy_opt.tracefile import TraceJob
+from synergy_opt.types import Cluster
+
+log = logging.getLogger(__name__)
+
+#: How many malformed-row messages a report keeps verbatim (the rest are only counted).
+MAX_BAD_EXAMPLES: int = 3
+
+
+class TraceRowError(InputError):
+    """One malformed input row: ``file: line N: field: problem``."""
+
+    def __init__(self, source: str, line: int, field_name: str, problem: str) -> None:
+        super().__init__(f"{source}: line {line}: {field_name}: {problem}")
+        self.line = line
+        self.field = field_name
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertOptions:
+    """Every knob of ``synergy-opt trace convert``; each converter reads the ones it needs.
+
+    Attributes
+    ----------
+    seed:
+        Seeds the task -> model rule (:mod:`synergy_opt.traces.mapping`).
+    skip_bad:
+        Drop and count malformed rows instead of stopping at the first one.
+    gpu_sharing:
+        Alibaba pods asking for a fraction of one GPU: ``whole`` gives them one whole GPU,
+        ``skip`` drops them.
+    cpu_only:
+        Alibaba pods asking for no GPU: ``skip`` drops them, ``one-gpu`` gives them one GPU.
+    unfinished:
+        Alibaba pods without ``deletion_time``: ``censor`` ends them at the trace's last
+        timestamp, ``skip`` drops them.
+    phases:
+        Keep only Alibaba pods in these ``pod_phase`` values (``None``: all that ran).
+    cpu_nodes:
+        Alibaba nodes without GPUs: ``drop`` (default) or ``keep`` them in the cluster.
+    nodes_fraction:
+        Keep this fraction of the Alibaba nodes, stratified by node configuration.
+    attempts:
+        Philly duration: ``sum`` of all attempts' run times, or the ``last`` attempt's.
+    split:
+        Philly category split (image, language, speech) in percent for the model rule.
+    max_jobs, skip_jobs:
+        After conversion, keep jobs ``skip_jobs .. skip_jobs + max_jobs`` in arrival order.
+    time_scale:
+        Divide inter-arrival times by this factor (> 1 compresses the trace, raising load);
+        durations are unchanged.
+    """
+
+    seed: int = 0
+    skip_bad: bool = False
+    gpu_sharing: str = "whole"
+    cpu_only: str = "skip"
+    unfinished: str = "censor"
+    phases: tuple[str, ...] | None = None
+    cpu_nodes: str = "drop"
+    nodes_fraction: float = 1.0
+    attempts: str = "sum"
+    split: tuple[float, float, float] = (20.0, 70.0, 10.0)
+    max_jobs: int | None = None
+    skip_jobs: int = 0
+    time_scale: float = 1.0
+
+
+class Tally:
+    """Counts rows by outcome while a converter runs (mutable, private to one run)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.rows = 0
+        self.skipped: Counter[str] = Counter()
+        self.mapped: Counter[str] = Counter()
+        self.bad_examples: list[str] = []
+
+    def skip(self, reason: str) -> None:
+        """Count one row dropped for ``reason``."""
+        self.skipped[reason] += 1
+
+    def map(self, what: str) -> None:
+        """Count one row kept after an explicit mapping (e.g. fractional GPU -> whole)."""
+        self.mapped[what] += 1
+
+    def bad(self, err: TraceRowError, skip_bad: bool) -> None:
+        """A malformed row: raise it, or count it when ``skip_bad``."""
+        if not skip_bad:
+            raise err
+        self.skipped["malformed (--skip-bad)"] += 1
+        if len(self.bad_examples) < MAX_BAD_EXAMPLES:
+            self.bad_examples.append(str(err))
+        log.debug("skipped: %s", err)
+
+    def report(self, converted: int, trimmed: int = 0) -> ConversionReport:
+        """Freeze the counts; ``trimmed`` jobs were cut by ``--max-jobs``/``--skip-jobs``."""
+        skipped = dict(self.skipped)
+        if trimmed:
+            skipped["outside --skip-jobs/--max-jobs"] = trimmed
+        return ConversionReport(
+            source=self.source,
+            rows=self.rows,
+            converted=converted,
+            skipped=tuple(sorted(skipped.items())),
+            mapped=tuple(sorted(self.mapped.items())),
+            bad_examples=tuple(self.bad_examples),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionReport:
+    """Where every input row went: converted, or skipped for a named reason."""
+
+    source: str
+    rows: int
+    converted: int
+    skipped: tuple[tuple[str, int], ...] = ()
+    mapped: tuple[tuple[str, int], ...] = ()
+    bad_examples: tuple[str, ...] = ()
+    models: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def skipped_total(self) -> int:
+        """Rows not converted."""
+        return sum(n for _, n in self.skipped)
+
+    def lines(self) -> list[str]:
+        """Human-readable accounting, one fact per line."""
+        out = [f"{self.source}: {self.rows} rows: {self.converted} converted, "
+               f"{self.skipped_total} skipped"]
+        out += [f"  skipped  {n:>7}  {why}" for why, n in self.skipped]
+        out += [f"  mapped   {n:>7}  {what}" for what, n in self.mapped]
+        out += [f"  model    {n:>7}  {m}" for m, n in self.models]
+        out += [f"  e.g. {msg}" for msg in self.bad_examples]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Conversion:
+    """A converter's result: the jobs (arrival order), its accounting, and the cluster."""
+
+    jobs: tuple[TraceJob, ...]
+    report: ConversionReport
+    cluster: Cluster | None = None
+    cluster_notes: tuple[str, ...] = field(default=())
+
+
+def finish_jobs(
+    jobs: Sequence[TraceJob], opts: ConvertOptions, tally: Tally
+) -> Conversion:
+    """Sort by arrival, apply ``--skip-jobs/--max-jobs`` and ``--time-scale``, shift to t=0.
+
+    Arrivals are made relative to the first kept job so a selected slice starts at once;
+    ``time_scale`` divides the gaps, compressing the trace into a busier one with the same
+    jobs.  Ties keep input order, so the result is deterministic.
+    """
+    order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival_s, k))
+    ordered = [jobs[k] for k in order]
+    end = len(ordered) if opts.max_jobs is None else opts.skip_jobs + opts.max_jobs
+    kept = ordered[opts.skip_jobs:end]
+    trimmed = len(ordered) - len(kept)
+    out: list[TraceJob] = []
+    if kept:
+        t0 = kept[0].arrival_s
+        for j in kept:
+            a = (j.arrival_s - t0) / opts.time_scale
+            out.append(replace(j, arrival_s=_round_s(a)))
+    report = tally.report(len(out), trimmed)
+    models = Counter(j.model for j in out)
+    report = replace(report, models=tuple(sorted(models.items())))
+    return Conversion(tuple(out), report)
+
+
+def _round_s(x: float) -> float:
+    """Millisecond resolution: enough for 300 s rounds, and stable bytes in the CSV."""
+    return math.floor(x * 1000.0 + 0.5) / 1000.0
+
+
+# --------------------------------------------------------------------------- CSV input
+
+
+def read_csv(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and ``(line number, fields)`` rows of a CSV file; blank lines are dropped.
+
+    Line numbers are physical lines (the header is line 1), as an editor shows them.
+    """
+    import csv
+    import io as _io
+
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a CSV file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    reader = csv.reader(_io.StringIO(text, newline=""))
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        header = [h.strip() for h in next(reader)]
+        for fields in reader:
+            if fields and any(v.strip() for v in fields):
+                rows.append((reader.line_num, fields))
+    except StopIteration:
+        raise InputError(f"{path}: empty file, expected a CSV header") from None
+    except csv.Error as e:
+        raise InputError(f"{path}: line {reader.line_num}: not valid CSV ({e})") from None
+    return header, rows
+
+
+def require_columns(path: str, header: Sequence[str], columns: Sequence[str], what: str) -> None:
+    """Fail with one line when the header lacks a column ``what`` needs."""
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}: line 1: header lacks column(s) {', '.join(missing)} of {what}"
+        )
+
+
+def row_dict(
+    path: str, line: int, header: Sequence[str], fields: Sequence[str]
+) -> dict[str, str]:
+    """Fields by column name; a row with the wrong field count is a malformed row."""
+    if len(fields) != len(header):
+        raise TraceRowError(
+            path, line, "row", f"has {len(fields)} fields, header has {len(header)}"
+        )
+    return {h: v.strip() for h, v in zip(header, fields, strict=True)}
+
+
+def parse_number(
+    path: str, line: int, col: str, text: str, *, minimum: float = 0.0, integer: bool = False
+) -> float:
+    """A finite number >= ``minimum`` (optionally integral) from one CSV field."""
+    what = "an integer" if integer else "a number"
+    try:
+        v = float(text)
+    except ValueError:
+        raise TraceRowError(path, line, col, f"expected {what}, got {text!r}") from None
+    if not math.isfinite(v) or (integer and not v.is_integer()):
+        raise TraceRowError(path, line, col, f"expected {what}, got {text!r}")
+    if v < minimum:
+        raise TraceRowError(path, line, col, f"must be >= {minimum:g}, got {text!r}")
+    return v
+
+
+#: Field values that mean "no value" in the public traces (pandas writes ``nan``).
+EMPTY_VALUES: frozenset[str] = frozenset({"", "nan", "NaN", "NAN", "None", "null", "NULL"})
+
+
+def is_empty(text: str) -> bool:
+    """Whether a field holds no value."""
+    return text.strip() in EMPTY_VALUES
