@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "synergy_opt.commands.generate",
     "synergy_opt.commands.demo",
     "synergy_opt.commands.trace",
+    "synergy_opt.commands.profile",
 )
 
 log = logging.getLogger("synergy_opt")

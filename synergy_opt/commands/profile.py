@@ -1,0 +1,313 @@
+"""``synergy-opt profile``: build a job's throughput matrix by optimistic profiling.
+
+Either replay a profile as ground truth (``--model NAME``, from the shipped profiles or
+``--profiles FILE``) to see what the method costs and how far it lands, or profile the
+user's own command (``--command "CMD {cpus}"``), run once per core count pinned to that many
+cores.  The output is a ``synergy-profile/1`` report whose ``sensitivity`` object is
+FORMATS.md section 1's, ready to paste into a round instance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from typing import Any
+
+from synergy_opt.commands.common import (
+    UsageError,
+    emit_json,
+    nonneg_float,
+    positive_float,
+    positive_int,
+)
+from synergy_opt.io import matrix_from_dict, matrix_to_dict
+from synergy_opt.profiles import load_profiles
+from synergy_opt.profiling import (
+    CPUS_PLACEHOLDER,
+    DEFAULT_MAX_POINTS,
+    DEFAULT_MINUTES_PER_POINT,
+    DEFAULT_THRESHOLD,
+    PAPER_FAIR_CPUS_PER_GPU,
+    CacheModel,
+    CommandBackend,
+    NoPointMeasured,
+    ProfileReport,
+    ProfilingError,
+    ReplayBackend,
+    available_cpus,
+    profile_job,
+    report_to_dict,
+    scale_matrix,
+    shipped_cache_model,
+)
+
+log = logging.getLogger(__name__)
+
+#: The paper's server (seed): a full grid is every core count x 10 memory points up to 500 GB.
+PAPER_SERVER_MEM_GB = 500.0
+PAPER_MEM_POINTS = 10
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _threshold(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(v) and 0 < v < 10):
+        raise argparse.ArgumentTypeError(f"must be a relative gain in (0, 10), got {text!r}")
+    return v
+
+
+def _mem_list(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+    if not vals or any(not (math.isfinite(v) and v > 0) for v in vals):
+        raise argparse.ArgumentTypeError(f"needs positive finite numbers, got {text!r}")
+    if len(set(vals)) != len(vals):
+        raise argparse.ArgumentTypeError(f"has a repeated value: {text!r}")
+    return tuple(sorted(vals))
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``profile`` sub-command."""
+    p = sub.add_parser(
+        "profile",
+        help="build a job's throughput matrix by optimistic profiling",
+        description=__doc__,
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", metavar="NAME", help="replay this model's profile as ground truth")
+    src.add_argument(
+        "--command",
+        metavar='"CMD {cpus}"',
+        help="profile this shell command; it must print 'throughput: <number>'",
+    )
+    p.add_argument("--profiles", metavar="FILE", help="profile file for --model (default: shipped)")
+    p.add_argument("--gpus", type=positive_int, default=None, help="--model: GPUs of the job (1)")
+    p.add_argument(
+        "--max-cpus",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="largest core count (--model: the profile's, per GPU; --command: all "
+        "cores this process may use)",
+    )
+    p.add_argument(
+        "--fair-cpus",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="GPU-proportional cores, always measured (--model: 3 per GPU)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=_threshold,
+        default=DEFAULT_THRESHOLD,
+        help="relative gain counted as no improvement (default 0.1)",
+    )
+    p.add_argument(
+        "--max-points",
+        type=positive_int,
+        default=DEFAULT_MAX_POINTS,
+        metavar="N",
+        help="measurement budget (default 8)",
+    )
+    p.add_argument(
+        "--dataset-gb",
+        type=positive_float,
+        default=None,
+        metavar="D",
+        help="dataset size (with --model every size, rate and axis is per GPU)",
+    )
+    p.add_argument(
+        "--storage-mbps",
+        type=positive_float,
+        default=None,
+        metavar="B",
+        help="storage bandwidth available to the job",
+    )
+    p.add_argument(
+        "--mb-per-sample",
+        type=positive_float,
+        default=None,
+        metavar="S",
+        help="MB read per unit of throughput (per sample for samples/s)",
+    )
+    p.add_argument(
+        "--min-mem-gb",
+        type=nonneg_float,
+        default=None,
+        metavar="GB",
+        help="the job's footprint: memory points below it are left off",
+    )
+    p.add_argument(
+        "--mem-gb",
+        type=_mem_list,
+        default=None,
+        metavar="M1,M2,...",
+        help="memory axis, total for the job (--command default: 10 points to 500)",
+    )
+    p.add_argument("--minutes-per-point", type=positive_float, default=DEFAULT_MINUTES_PER_POINT)
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="--command: per-point time limit",
+    )
+    p.add_argument("-o", "--output", default=None, metavar="PROFILE.json")
+    p.set_defaults(func=run)
+
+
+def _cache_from_args(args: argparse.Namespace, default: CacheModel | None) -> CacheModel | None:
+    given = {
+        "--dataset-gb": args.dataset_gb,
+        "--storage-mbps": args.storage_mbps,
+        "--mb-per-sample": args.mb_per_sample,
+    }
+    if default is None and any(v is not None for v in given.values()):
+        missing = [k for k, v in given.items() if v is None]
+        if missing:
+            raise UsageError(f"{missing[0]}: required with the other cache-model options")
+    if default is None and all(v is None for v in given.values()):
+        return None
+    base = default or CacheModel(1.0, 1.0, 1.0)
+    return CacheModel(
+        args.dataset_gb if args.dataset_gb is not None else base.dataset_gb,
+        args.storage_mbps if args.storage_mbps is not None else base.storage_mbps,
+        args.mb_per_sample if args.mb_per_sample is not None else base.mb_per_sample,
+        args.min_mem_gb if args.min_mem_gb is not None else base.min_mem_gb,
+    )
+
+
+def _profile_model(args: argparse.Namespace) -> tuple[ProfileReport, int]:
+    """Replay one GPU's share (profiles are per GPU); the caller scales to ``--gpus``."""
+    lib = load_profiles(args.profiles)
+    try:
+        prof = lib.get(args.model)
+    except KeyError as e:
+        raise UsageError(f"--model: {e.args[0]}") from None
+    gpus = args.gpus or 1
+    default = shipped_cache_model(prof) if args.profiles is None else None
+    cache = _cache_from_args(args, default)
+    notes = []
+    if gpus > 1:
+        notes.append(
+            f"profiled one GPU's share (the profiles are per GPU) and scaled both axes of the "
+            f"sensitivity by {gpus}, as the shipped profiles are used for every GPU count"
+        )
+    if cache is None:
+        notes.append(
+            "no cache model (give --dataset-gb, --storage-mbps, --mb-per-sample): only the "
+            "full-memory column is known"
+        )
+    truth = prof.matrix(1)
+    replay = ReplayBackend(truth)
+    rep = profile_job(
+        replay,
+        max_cpus=args.max_cpus if args.max_cpus is not None else truth.cpus[-1],
+        mem_gb=args.mem_gb or truth.mem_gb,
+        cache=cache,
+        threshold=args.threshold,
+        fair_cpus=args.fair_cpus if args.fair_cpus is not None else PAPER_FAIR_CPUS_PER_GPU,
+        max_points=args.max_points,
+        minutes_per_point=args.minutes_per_point,
+        source={
+            "kind": "replay",
+            "model": prof.name,
+            "gpus": gpus,
+            "per_gpu": True,
+            "profiles": args.profiles or "shipped",
+        },
+        truth=replay.truth,
+        notes=notes,
+    )
+    return rep, gpus
+
+
+def _profile_command(args: argparse.Namespace) -> ProfileReport:
+    if args.gpus is not None or args.profiles is not None:
+        raise UsageError("--gpus/--profiles: only with --model")
+    if CPUS_PLACEHOLDER not in args.command:
+        raise UsageError(f"--command: must contain the placeholder {CPUS_PLACEHOLDER}")
+    backend = CommandBackend(args.command, timeout_s=args.timeout)
+    notes: list[str] = []
+    have = backend.max_cpus
+    max_cpus = args.max_cpus if args.max_cpus is not None else have
+    if max_cpus > have:
+        notes.append(
+            f"--max-cpus {max_cpus} capped at {have}: this process may use only cores "
+            f"{list(available_cpus())}, and a point that cannot really be pinned is not measured"
+        )
+        max_cpus = have
+    cache = _cache_from_args(args, None)
+    if cache is not None and args.min_mem_gb is None:
+        cache = CacheModel(cache.dataset_gb, cache.storage_mbps, cache.mb_per_sample, 0.0)
+    if args.mem_gb is not None:
+        mem = args.mem_gb
+    else:
+        step = PAPER_SERVER_MEM_GB / PAPER_MEM_POINTS
+        mem = tuple(step * k for k in range(1, PAPER_MEM_POINTS + 1))
+    if cache is None:
+        notes.append(
+            "no cache model (give --dataset-gb, --storage-mbps, --mb-per-sample): only the "
+            f"full-memory column ({mem[-1]:g} GB) is known"
+        )
+    fair = args.fair_cpus if args.fair_cpus is not None and args.fair_cpus <= max_cpus else None
+    if args.fair_cpus is not None and fair is None:
+        notes.append(
+            f"--fair-cpus {args.fair_cpus} is above the {max_cpus} usable cores; not measured"
+        )
+    return profile_job(
+        backend,
+        max_cpus=max_cpus,
+        mem_gb=mem,
+        cache=cache,
+        threshold=args.threshold,
+        fair_cpus=fair,
+        max_points=max(2, args.max_points),
+        minutes_per_point=args.minutes_per_point,
+        source={
+            "kind": "command",
+            "command": args.command,
+            "timeout_s": args.timeout,
+            "cores": list(backend.pool[:max_cpus]),
+        },
+        notes=notes,
+        include_seconds=True,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile and write the report atomically; exit 1 when no point could be measured."""
+    if args.max_points < 2:
+        raise UsageError(f"--max-points: must be >= 2, got {args.max_points}")
+    try:
+        if args.model is not None:
+            rep, gpus = _profile_model(args)
+        else:
+            rep, gpus = _profile_command(args), 1
+    except NoPointMeasured as e:
+        log.error("profile: %s", e)
+        return 1
+    except (ProfilingError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    out: dict[str, Any] = report_to_dict(rep)
+    if gpus > 1:
+        per_gpu = matrix_from_dict(out["sensitivity"], "sensitivity")
+        out["sensitivity"] = matrix_to_dict(scale_matrix(per_gpu, gpus))
+    emit_json(out, args.output)
+    log.info(
+        "profile: %d points measured of a %d-point grid (%.1fx less), saturation at %d cores",
+        rep.points_measured,
+        rep.grid_points,
+        rep.reduction_factor,
+        rep.cpu.saturation_cpus,
+    )
+    return 0
