@@ -1,0 +1,113 @@
+"""The super-machine model, LP (1)-(5) of Synergy-OPT (seed section 2), as a Pyomo model.
+
+All servers are pooled into one machine with C cores and M GB.  Each job j picks exactly one
+grid point [c, m] of its throughput matrix W_j (binary y[j, q]), the picks share C and M,
+and no job falls below its GPU-proportional ("fair share") throughput:
+
+    (1) max  sum_j sum_q W_j[q] y[j, q]
+    (2)      sum_j sum_q c_q y[j, q] <= C
+    (3)      sum_j sum_q m_q y[j, q] <= M
+    (4)      sum_q y[j, q] = 1                       for every job j
+    (5)      sum_q W_j[q] y[j, q] >= W_j[C_g, M_g]   for every job j
+
+Theorem 4.1 of the paper: the optimum of (1)-(5) is at least the throughput of any
+allocation that keeps every job at its fair share, so it is the upper bound OPT reports.
+With ``relax=True`` y is continuous in [0, 1] (the LP relaxation, a bound on the MIP).
+``formulations/super_machine.md`` states the same model under the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyomo.environ as pyo
+
+from synergy_opt.types import Job, RoundInstance
+
+
+def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
+    """Plain data for (1)-(5): jobs by position, every grid point of each W_j, C, M, floors.
+
+    ``jobs`` defaults to every job of the round; OPT passes the runnable set.
+    """
+    chosen = list(inst.jobs if jobs is None else jobs)
+    configs: dict[int, tuple[int, ...]] = {}
+    cpus: dict[tuple[int, int], int] = {}
+    mem: dict[tuple[int, int], float] = {}
+    w: dict[tuple[int, int], float] = {}
+    fair: dict[int, float] = {}
+    for j, job in enumerate(chosen):
+        qs = []
+        for q, (c, m, tp) in enumerate(job.sensitivity.points()):
+            cpus[j, q], mem[j, q], w[j, q] = c, m, tp
+            qs.append(q)
+        configs[j] = tuple(qs)
+        fair[j] = inst.fair_share_throughput(job)
+    return {
+        "job_ids": tuple(job.id for job in chosen),
+        "configs": configs,
+        "cpus": cpus,
+        "mem_gb": mem,
+        "w": w,
+        "fair": fair,
+        "C": inst.cluster.total_cpus,
+        "M": inst.cluster.total_mem_gb,
+    }
+
+
+def build_super_machine(
+    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, relax: bool = False
+) -> pyo.ConcreteModel:
+    """The super-machine model over ``jobs``; binary y (MIP) or ``relax=True`` (LP)."""
+    return build_from_data(_model_data(inst, jobs), relax=relax)
+
+
+def build_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.ConcreteModel:
+    """Build (1)-(5) from :func:`_model_data` output (split out so tests can edit data)."""
+    m = pyo.ConcreteModel(name="super_machine")
+    configs: dict[int, tuple[int, ...]] = data["configs"]
+    m.J = pyo.Set(initialize=sorted(configs), ordered=True, doc="jobs (by position)")
+    m.JQ = pyo.Set(
+        dimen=2,
+        ordered=True,
+        initialize=[(j, q) for j in sorted(configs) for q in configs[j]],
+        doc="(job, grid point) pairs",
+    )
+    m.y = pyo.Var(m.JQ, domain=pyo.UnitInterval if relax else pyo.Binary, doc="job j runs at point q")
+    w, c, mem = data["w"], data["cpus"], data["mem_gb"]
+
+    @m.Objective(sense=pyo.maximize)
+    def eq1_weighted_throughput(m: pyo.ConcreteModel) -> Any:
+        """(1) max sum_j sum_q W_j[q] y[j,q]."""
+        return pyo.quicksum(w[jq] * m.y[jq] for jq in m.JQ)
+
+    @m.Constraint()
+    def eq2_cpu_capacity(m: pyo.ConcreteModel) -> Any:
+        """(2) sum_j sum_q c_q y[j,q] <= C."""
+        return pyo.quicksum(c[jq] * m.y[jq] for jq in m.JQ) <= data["C"]
+
+    @m.Constraint()
+    def eq3_mem_capacity(m: pyo.ConcreteModel) -> Any:
+        """(3) sum_j sum_q m_q y[j,q] <= M."""
+        return pyo.quicksum(mem[jq] * m.y[jq] for jq in m.JQ) <= data["M"]
+
+    @m.Constraint(m.J)
+    def eq4_one_config_per_job(m: pyo.ConcreteModel, j: int) -> Any:
+        """(4) sum_q y[j,q] = 1."""
+        return pyo.quicksum(m.y[j, q] for q in configs[j]) == 1
+
+    @m.Constraint(m.J)
+    def eq5_fair_share_floor(m: pyo.ConcreteModel, j: int) -> Any:
+        """(5) sum_q W_j[q] y[j,q] >= W_j[C_g, M_g] (fair-share throughput)."""
+        return pyo.quicksum(w[j, q] * m.y[j, q] for q in configs[j]) >= data["fair"][j]
+
+    return m
+
+
+def chosen_configs(data: dict[str, Any], values: dict[tuple[str, Any], float]) -> dict[int, int]:
+    """Job position -> grid point with the largest y (the pick, for a binary solution)."""
+    out: dict[int, int] = {}
+    for j, qs in data["configs"].items():
+        out[j] = max(qs, key=lambda q: (values.get(("y", (j, q)), 0.0), -q))
+    return out

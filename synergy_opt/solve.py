@@ -1,0 +1,412 @@
+"""Solver back-ends behind one typed result: HiGHS and OR-Tools, for Pyomo and matrix models.
+
+* :func:`solve_pyomo` solves a Pyomo model: HiGHS through Pyomo's (new) HiGHS interface, or
+  OR-Tools (SCIP for MIPs, GLOP for LPs) after translating the model's linear rows.
+* :func:`solve_matrix` solves a :class:`~synergy_opt.formulations.fast.MatrixModel` (the
+  fast path) with highspy directly or OR-Tools.
+
+Both return :class:`SolveResult`; nothing is stored on the model.  A time limit is honoured
+and a non-optimal outcome is a status, never an exception, unless the caller asks for
+optimality with :func:`require_optimal` (which raises :class:`NotOptimalError`).  Pyomo is
+imported lazily so the fast path does not pay its start-up cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from synergy_opt.formulations.fast import MatrixModel
+
+log = logging.getLogger(__name__)
+
+#: Relative MIP gap used when the caller does not give one: tight, so "optimal" means the
+#: optimum to well within the 1e-6 the tests compare at.
+DEFAULT_REL_GAP: float = 1e-9
+BACKENDS: tuple[str, ...] = ("highs", "ortools")
+
+
+class TerminationStatus(StrEnum):
+    """How a solve ended (solver-neutral)."""
+
+    OPTIMAL = "optimal"
+    TIME_LIMIT = "time_limit"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+    ERROR = "error"
+
+
+class NotOptimalError(RuntimeError):
+    """A solve that had to be optimal was not; carries the :class:`SolveResult`."""
+
+    def __init__(self, what: str, result: SolveResult) -> None:
+        super().__init__(f"{what}: {result.solver} ended with status {result.status}")
+        self.result = result
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SolveResult:
+    """One solve's outcome.
+
+    ``values`` maps ``(component name, index)`` to a value for Pyomo models; ``x`` holds the
+    column values for matrix models.  ``dual_bound`` is the solver's proven bound (for an
+    optimal LP, the objective); for a maximisation it is never below the true optimum.
+    """
+
+    status: TerminationStatus
+    objective: float | None
+    dual_bound: float | None
+    mip_gap: float | None
+    runtime_s: float
+    solver: str
+    values: Mapping[tuple[str, Any], float] = field(default_factory=dict)
+    x: np.ndarray | None = None
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether a feasible point (optimal or incumbent) came back."""
+        return self.objective is not None and (self.x is not None or bool(self.values))
+
+
+def require_optimal(result: SolveResult, what: str) -> SolveResult:
+    """Return ``result`` if optimal, else raise :class:`NotOptimalError`."""
+    if result.status is not TerminationStatus.OPTIMAL or not result.has_solution:
+        raise NotOptimalError(what, result)
+    return result
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown solver {backend!r}; known: {', '.join(BACKENDS)}")
+
+
+# --------------------------------------------------------------------------- highspy
+
+_banner_lock = threading.Lock()
+_banner_done = False
+
+
+def _new_highs() -> Any:
+    """A silent ``highspy.Highs``; the first one's licence banner is kept off standard output.
+
+    HiGHS prints its banner from C++ on the first construction in a process, which would
+    corrupt JSON written to standard output by ``synergy-opt solve``.
+    """
+    global _banner_done
+    import highspy
+
+    with _banner_lock:
+        if not _banner_done:
+            try:
+                saved = os.dup(1)
+            except OSError:  # no usable fd 1 (embedded use): nothing to protect
+                saved = -1
+            if saved >= 0:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                try:
+                    h = highspy.Highs()
+                finally:
+                    os.dup2(saved, 1)
+                    os.close(saved)
+                    os.close(devnull)
+            else:
+                h = highspy.Highs()
+            _banner_done = True
+        else:
+            h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+def _highs_matrix(
+    mm: MatrixModel, time_limit: float | None, rel_gap: float, threads: int | None, simplex: bool
+) -> SolveResult:
+    import highspy
+
+    h = _new_highs()
+    lp = highspy.HighsLp()
+    lp.num_col_ = mm.num_cols
+    lp.num_row_ = mm.num_rows
+    lp.col_cost_ = mm.cost
+    lp.col_lower_ = mm.col_lower
+    lp.col_upper_ = mm.col_upper
+    lp.row_lower_ = mm.row_lower
+    lp.row_upper_ = mm.row_upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = mm.a_start
+    lp.a_matrix_.index_ = mm.a_index
+    lp.a_matrix_.value_ = mm.a_value
+    lp.sense_ = highspy.ObjSense.kMaximize if mm.maximize else highspy.ObjSense.kMinimize
+    if mm.is_mip:
+        kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
+        lp.integrality_ = [kint if b else kcont for b in mm.integer]
+    h.passModel(lp)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
+    h.setOptionValue("mip_rel_gap", float(rel_gap))
+    h.setOptionValue("mip_abs_gap", 1e-9)
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    if simplex and not mm.is_mip:
+        h.setOptionValue("solver", "simplex")
+    t0 = time.perf_counter()
+    h.run()
+    runtime = time.perf_counter() - t0
+    ms = h.getModelStatus()
+    info = h.getInfo()
+    S = highspy.HighsModelStatus
+    status = {
+        S.kOptimal: TerminationStatus.OPTIMAL,
+        S.kTimeLimit: TerminationStatus.TIME_LIMIT,
+        S.kInfeasible: TerminationStatus.INFEASIBLE,
+        S.kUnbounded: TerminationStatus.UNBOUNDED,
+        S.kUnboundedOrInfeasible: TerminationStatus.INFEASIBLE_OR_UNBOUNDED,
+    }.get(ms, TerminationStatus.ERROR)
+    has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    x = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_sol else None
+    objective = float(info.objective_function_value) if has_sol else None
+    if mm.is_mip:
+        bound = float(info.mip_dual_bound)
+        dual_bound = bound if math.isfinite(bound) else None
+        gap = float(info.mip_gap) if has_sol and math.isfinite(info.mip_gap) else None
+    else:
+        dual_bound = objective if status is TerminationStatus.OPTIMAL else None
+        gap = 0.0 if status is TerminationStatus.OPTIMAL else None
+    return SolveResult(status, objective, dual_bound, gap, runtime, "highs", x=x,
+                       message=h.modelStatusToString(ms))
+
+
+# --------------------------------------------------------------------------- OR-Tools
+
+
+def _ortools_matrix(
+    mm: MatrixModel, time_limit: float | None, rel_gap: float, threads: int | None
+) -> SolveResult:
+    from ortools.linear_solver import pywraplp
+
+    solver = pywraplp.Solver.CreateSolver("SCIP" if mm.is_mip else "GLOP")
+    if solver is None:  # pragma: no cover - depends on the OR-Tools build
+        return SolveResult(TerminationStatus.ERROR, None, None, None, 0.0, "ortools",
+                           message="OR-Tools has no SCIP/GLOP")
+    inf = solver.infinity()
+
+    def fin(v: float) -> float:
+        return v if math.isfinite(v) else (inf if v > 0 else -inf)
+
+    xs = [
+        (solver.IntVar if mm.integer[i] else solver.NumVar)(
+            fin(float(mm.col_lower[i])), fin(float(mm.col_upper[i])), f"x{i}"
+        )
+        for i in range(mm.num_cols)
+    ]
+    for r, row in enumerate(mm.rows()):
+        ct = solver.RowConstraint(fin(float(mm.row_lower[r])), fin(float(mm.row_upper[r])), f"r{r}")
+        for col, v in row:
+            ct.SetCoefficient(xs[col], v)
+    obj = solver.Objective()
+    for i in range(mm.num_cols):
+        if mm.cost[i]:
+            obj.SetCoefficient(xs[i], float(mm.cost[i]))
+    if mm.maximize:
+        obj.SetMaximization()
+    else:
+        obj.SetMinimization()
+    if time_limit is not None:
+        solver.SetTimeLimit(int(max(time_limit, 1e-3) * 1000))
+    if threads is not None:
+        solver.SetNumThreads(int(threads))
+    params = pywraplp.MPSolverParameters()
+    if mm.is_mip:
+        params.SetDoubleParam(params.RELATIVE_MIP_GAP, float(rel_gap))
+    t0 = time.perf_counter()
+    code = solver.Solve(params)
+    runtime = time.perf_counter() - t0
+    P = pywraplp.Solver
+    if code == P.OPTIMAL:
+        status = TerminationStatus.OPTIMAL
+    elif code == P.FEASIBLE:
+        status = TerminationStatus.TIME_LIMIT
+    elif code == P.INFEASIBLE:
+        status = TerminationStatus.INFEASIBLE
+    elif code == P.UNBOUNDED:
+        status = TerminationStatus.UNBOUNDED
+    elif code == P.NOT_SOLVED and time_limit is not None and runtime >= time_limit * 0.95:
+        status = TerminationStatus.TIME_LIMIT
+    else:
+        status = TerminationStatus.ERROR
+    has_sol = code in (P.OPTIMAL, P.FEASIBLE)
+    x = np.array([v.solution_value() for v in xs], dtype=np.float64) if has_sol else None
+    objective = float(obj.Value()) if has_sol else None
+    if mm.is_mip:
+        bound = float(obj.BestBound()) if has_sol or status is TerminationStatus.TIME_LIMIT else math.nan
+        dual_bound = bound if math.isfinite(bound) else None
+        gap = (
+            abs(dual_bound - objective) / max(abs(objective), 1e-10)
+            if objective is not None and dual_bound is not None
+            else None
+        )
+    else:
+        dual_bound = objective if status is TerminationStatus.OPTIMAL else None
+        gap = 0.0 if status is TerminationStatus.OPTIMAL else None
+    name = "ortools-scip" if mm.is_mip else "ortools-glop"
+    return SolveResult(status, objective, dual_bound, gap, runtime, name, x=x)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def solve_matrix(
+    mm: MatrixModel,
+    backend: str = "highs",
+    *,
+    time_limit: float | None = None,
+    rel_gap: float = DEFAULT_REL_GAP,
+    threads: int | None = None,
+    vertex: bool = True,
+) -> SolveResult:
+    """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex)."""
+    _check_backend(backend)
+    if backend == "highs":
+        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex)
+    else:
+        res = _ortools_matrix(mm, time_limit, rel_gap, threads)
+    log.debug("%s %s: %s obj=%s bound=%s in %.3fs", mm.name, res.solver, res.status,
+              res.objective, res.dual_bound, res.runtime_s)
+    return res
+
+
+def pyomo_to_matrix(model: Any) -> tuple[MatrixModel, list[Any]]:
+    """Translate a linear Pyomo model into a :class:`MatrixModel` (and its variable list)."""
+    import pyomo.environ as pyo
+    from pyomo.repn import generate_standard_repn
+
+    variables = list(model.component_data_objects(pyo.Var, active=True, descend_into=True))
+    pos = {id(v): i for i, v in enumerate(variables)}
+    cols: list[list[tuple[int, float]]] = [[] for _ in variables]
+    rl: list[float] = []
+    ru: list[float] = []
+    for con in model.component_data_objects(pyo.Constraint, active=True, descend_into=True):
+        repn = generate_standard_repn(con.body, quadratic=False)
+        if not repn.is_linear():
+            raise ValueError(f"{con.name}: only linear constraints can go to OR-Tools")
+        r = len(rl)
+        for v, coef in zip(repn.linear_vars, repn.linear_coefs, strict=True):
+            cols[pos[id(v)]].append((r, float(coef)))
+        const = float(repn.constant)
+        lb, ub = con.lb, con.ub
+        rl.append(-math.inf if lb is None else float(lb) - const)
+        ru.append(math.inf if ub is None else float(ub) - const)
+    objs = list(model.component_data_objects(pyo.Objective, active=True, descend_into=True))
+    if len(objs) != 1:
+        raise ValueError(f"expected one active objective, found {len(objs)}")
+    orepn = generate_standard_repn(objs[0].expr, quadratic=False)
+    cost = np.zeros(len(variables))
+    for v, coef in zip(orepn.linear_vars, orepn.linear_coefs, strict=True):
+        cost[pos[id(v)]] += float(coef)
+    from synergy_opt.formulations.fast import _csc
+
+    start, idx, val = _csc(cols)
+    lower = np.array([-math.inf if v.lb is None else float(v.lb) for v in variables])
+    upper = np.array([math.inf if v.ub is None else float(v.ub) for v in variables])
+    integer = np.array([bool(v.is_integer()) for v in variables], dtype=bool)
+    mm = MatrixModel(cost, lower, upper, integer, np.array(rl), np.array(ru), start, idx, val,
+                     maximize=objs[0].sense == pyo.maximize, name=model.name)
+    return mm, variables
+
+
+def _key(v: Any) -> tuple[str, Any]:
+    return (v.parent_component().local_name, v.index())
+
+
+def _objective_constant(model: Any) -> float:
+    import pyomo.environ as pyo
+    from pyomo.repn import generate_standard_repn
+
+    obj = next(iter(model.component_data_objects(pyo.Objective, active=True)))
+    return float(generate_standard_repn(obj.expr, quadratic=False).constant)
+
+
+def solve_pyomo(
+    model: Any,
+    backend: str = "highs",
+    *,
+    time_limit: float | None = None,
+    rel_gap: float = DEFAULT_REL_GAP,
+    threads: int | None = None,
+    vertex: bool = True,
+) -> SolveResult:
+    """Solve a Pyomo model with HiGHS (Pyomo's interface) or OR-Tools; values by (name, index)."""
+    _check_backend(backend)
+    if backend == "ortools":
+        mm, variables = pyomo_to_matrix(model)
+        res = _ortools_matrix(mm, time_limit, rel_gap, threads)
+        const = _objective_constant(model)
+        values = {} if res.x is None else {_key(v): float(x) for v, x in zip(variables, res.x, strict=True)}
+        return SolveResult(
+            res.status,
+            None if res.objective is None else res.objective + const,
+            None if res.dual_bound is None else res.dual_bound + const,
+            res.mip_gap, res.runtime_s, res.solver, values,
+        )
+    return _highs_pyomo(model, time_limit, rel_gap, threads, vertex)
+
+
+def _highs_pyomo(
+    model: Any, time_limit: float | None, rel_gap: float, threads: int | None, vertex: bool
+) -> SolveResult:
+    import pyomo.environ as pyo
+    from pyomo.contrib.solver.common.factory import SolverFactory
+    from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+
+    opt = SolverFactory("highs")
+    is_mip = any(v.is_integer() for v in model.component_data_objects(pyo.Var, active=True))
+    options: dict[str, Any] = {"mip_abs_gap": 1e-9}
+    if vertex and not is_mip:
+        options["solver"] = "simplex"
+    kwargs: dict[str, Any] = {
+        "rel_gap": rel_gap,
+        "solver_options": options,
+        "raise_exception_on_nonoptimal_result": False,
+        "load_solutions": False,
+    }
+    if time_limit is not None:
+        kwargs["time_limit"] = float(max(time_limit, 1e-3))
+    if threads is not None:
+        kwargs["threads"] = int(threads)
+    t0 = time.perf_counter()
+    res = opt.solve(model, **kwargs)
+    runtime = time.perf_counter() - t0
+    TC = TerminationCondition
+    status = {
+        TC.convergenceCriteriaSatisfied: TerminationStatus.OPTIMAL,
+        TC.maxTimeLimit: TerminationStatus.TIME_LIMIT,
+        TC.provenInfeasible: TerminationStatus.INFEASIBLE,
+        TC.locallyInfeasible: TerminationStatus.INFEASIBLE,
+        TC.unbounded: TerminationStatus.UNBOUNDED,
+        TC.infeasibleOrUnbounded: TerminationStatus.INFEASIBLE_OR_UNBOUNDED,
+    }.get(res.termination_condition, TerminationStatus.ERROR)
+    has_sol = res.solution_status in (SolutionStatus.optimal, SolutionStatus.feasible)
+    values: dict[tuple[str, Any], float] = {}
+    if has_sol:
+        values = {_key(v): float(x) for v, x in res.solution_loader.get_vars().items()}
+    objective = float(res.incumbent_objective) if has_sol and res.incumbent_objective is not None else None
+    bound = res.objective_bound
+    dual_bound = float(bound) if bound is not None and math.isfinite(bound) else None
+    if not is_mip and status is TerminationStatus.OPTIMAL:
+        dual_bound = objective
+    gap = None
+    if objective is not None and dual_bound is not None:
+        gap = abs(dual_bound - objective) / max(abs(objective), 1e-10)
+    return SolveResult(status, objective, dual_bound, gap, runtime, "highs", values)
