@@ -36,12 +36,21 @@ class ModelProfile:
     in_simulator_zoo: bool = True
 
     def matrix(self, gpus: int) -> ThroughputMatrix:
-        """W_j for a job of ``gpus`` GPUs: the per-GPU axes scaled by ``gpus``."""
-        return ThroughputMatrix(
-            tuple(c * gpus for c in self.cpus_per_gpu),
-            tuple(m * gpus for m in self.mem_gb_per_gpu),
-            self.throughput,
-        )
+        """W_j for a job of ``gpus`` GPUs: the per-GPU axes scaled by ``gpus``.
+
+        Memoised, so every job of one model and GPU count shares one matrix object and
+        the mechanisms' per-matrix caches hit by identity.
+        """
+        return _scaled_matrix(self, gpus)
+
+
+@lru_cache(maxsize=4096)
+def _scaled_matrix(profile: ModelProfile, gpus: int) -> ThroughputMatrix:
+    return ThroughputMatrix(
+        tuple(c * gpus for c in profile.cpus_per_gpu),
+        tuple(m * gpus for m in profile.mem_gb_per_gpu),
+        profile.throughput,
+    )
 
 
 @dataclass(frozen=True, slots=True)

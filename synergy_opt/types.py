@@ -71,8 +71,19 @@ class Cluster:
     """A set of servers; totals define every job's GPU-proportional share."""
 
     servers: tuple[Server, ...]
+    # Totals are read once per job per round by every mechanism: computed once here.
+    _totals: tuple[int, int, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "_totals",
+            (
+                sum(s.gpus for s in self.servers),
+                sum(s.cpus for s in self.servers),
+                math.fsum(s.mem_gb for s in self.servers),
+            ),
+        )
         if not self.servers:
             raise ValidationError("servers", "must list at least one server")
         seen: set[str] = set()
@@ -86,22 +97,22 @@ class Cluster:
     @property
     def total_gpus(self) -> int:
         """G, the cluster's GPU count."""
-        return sum(s.gpus for s in self.servers)
+        return self._totals[0]
 
     @property
     def total_cpus(self) -> int:
         """C, the cluster's core count."""
-        return sum(s.cpus for s in self.servers)
+        return self._totals[1]
 
     @property
     def total_mem_gb(self) -> float:
         """M, the cluster's memory."""
-        return math.fsum(s.mem_gb for s in self.servers)
+        return self._totals[2]
 
     def fair_share(self, gpus: int) -> tuple[int, float]:
         """GPU-proportional (cores, GB) for a job of ``gpus`` GPUs: floor(gC/G), gM/G."""
-        g_total = self.total_gpus
-        return (gpus * self.total_cpus) // g_total, gpus * self.total_mem_gb / g_total
+        g_total, c_total, m_total = self._totals
+        return (gpus * c_total) // g_total, gpus * m_total / g_total
 
     @property
     def gpu_types(self) -> tuple[str | None, ...]:
@@ -129,8 +140,14 @@ class ThroughputMatrix:
     cpus: tuple[int, ...]
     mem_gb: tuple[float, ...]
     throughput: tuple[tuple[float, ...], ...]
+    # Matrices key the mechanisms' demand caches; hashing 45 floats per look-up adds up.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.cpus, self.mem_gb, self.throughput)))
         if not self.cpus:
             raise ValidationError("cpus", "must not be empty")
         for i, c in enumerate(self.cpus):
@@ -234,6 +251,10 @@ class RoundInstance:
     name: str
     cluster: Cluster
     jobs: tuple[Job, ...]
+    # Memo of fair-share throughput per (matrix, gpus): read several times per job per round.
+    _fair_memo: dict[tuple[ThroughputMatrix, int], float] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -261,8 +282,12 @@ class RoundInstance:
 
     def fair_share_throughput(self, job: Job) -> float:
         """W_j at the GPU-proportional share: the floor TUNE and OPT must keep."""
-        c, m = self.fair_share(job)
-        return job.sensitivity.lookup(c, m)
+        key = (job.sensitivity, job.gpus)
+        w = self._fair_memo.get(key)
+        if w is None:
+            c, m = self.cluster.fair_share(job.gpus)
+            w = self._fair_memo[key] = job.sensitivity.lookup(c, m)
+        return w
 
     def job_by_id(self) -> dict[str, Job]:
         """Jobs keyed by id."""
@@ -349,6 +374,18 @@ def build_allocation(
         parts = placements.get(job.id)
         if not parts:
             unscheduled.append(job.id)
+            continue
+        if len(parts) == 1:  # the common case: one part, nothing to merge or sort
+            p = parts[0]
+            ordered: tuple[PlacementPart, ...] = (
+                p if isinstance(p.mem_gb, float) else PlacementPart(p.server, p.gpus, p.cpus, float(p.mem_gb)),
+            )
+            w = job.sensitivity.lookup(p.cpus, p.mem_gb)
+            jobs.append(
+                JobAllocation(
+                    job.id, p.gpus, p.cpus, float(p.mem_gb), ordered, w, inst.fair_share_throughput(job)
+                )
+            )
             continue
         merged: dict[str, list[float]] = {}
         for p in parts:

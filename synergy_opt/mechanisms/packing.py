@@ -33,6 +33,19 @@ class ClusterState:
         self.free_cpus = [s.cpus for s in cluster.servers]
         self.free_mem = [float(s.mem_gb) for s in cluster.servers]
         self._keys = sorted(self._key(i) for i in range(len(self.servers)))
+        self._max_gpus: dict[tuple[str, ...] | None, int] = {}
+
+    def max_server_gpus(self, job: Job) -> int:
+        """Most GPUs (total, not free) one server usable by ``job`` has; memoised per type set.
+
+        A job with more GPUs than this must be spread; one with fewer can be consolidated.
+        """
+        key = job.gpu_types
+        got = self._max_gpus.get(key)
+        if got is None:
+            got = max_single_server_gpus(self.servers, job)
+            self._max_gpus[key] = got
+        return got
 
     def _key(self, i: int) -> tuple[int, int, float, int]:
         return (self.free_gpus[i], self.free_cpus[i], self.free_mem[i], i)
@@ -60,10 +73,21 @@ class ClusterState:
 
     def best_fit(self, job: Job, g: int, c: int, m: float) -> int | None:
         """Server with the least free resources that fits (g, c, m) and the job's GPU type."""
-        start = bisect.bisect_left(self._keys, (g, -1, _NEG_INF, -1))
-        for fg, fc, fm, i in self._keys[start:]:
-            if fc >= c and fm >= m - MEM_EPS_GB and job.may_use(self.servers[i]):
-                return i
+        keys, servers = self._keys, self.servers
+        n = len(keys)
+        m_need = m - MEM_EPS_GB
+        pos = bisect.bisect_left(keys, (g, -1, _NEG_INF, -1))
+        # Walk the groups of equal free GPUs; inside each, jump straight to free cores >= c
+        # instead of scanning servers whose cores are already exhausted.
+        while pos < n:
+            fg = keys[pos][0]
+            start = bisect.bisect_left(keys, (fg, c, _NEG_INF, -1), pos)
+            end = bisect.bisect_left(keys, (fg + 1, -1, _NEG_INF, -1), start)
+            for k in range(start, end):
+                _, _, fm, i = keys[k]
+                if fm >= m_need and job.may_use(servers[i]):
+                    return i
+            pos = end
         return None
 
     def first_fit(self, job: Job, g: int, c: int, m: float) -> int | None:
@@ -83,6 +107,8 @@ class ClusterState:
 
         Returns ``[(server, gpus), ...]`` or ``None`` when the usable free GPUs fall short.
         """
+        if g < 2:
+            return None  # one GPU cannot be spread
         order = sorted(
             (i for i in range(len(self.servers)) if self.free_gpus[i] > 0 and job.may_use(self.servers[i])),
             key=lambda i: (-self.free_gpus[i], i),
@@ -173,6 +199,7 @@ class DemandTable:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[object, int, float], tuple[DemandPoint, ...]] = {}
+        self._best: dict[tuple[object, int, float], DemandPoint] = {}
 
     def points(self, job: Job, total_cpus: int, total_mem: float) -> tuple[DemandPoint, ...]:
         """All grid points of the job's matrix, cheapest first."""
@@ -192,9 +219,14 @@ class DemandTable:
 
     def best(self, job: Job, total_cpus: int, total_mem: float) -> DemandPoint:
         """The cheapest grid point that reaches the job's best throughput."""
-        pts = self.points(job, total_cpus, total_mem)
-        top = max(p.throughput for p in pts)
-        return next(p for p in pts if p.throughput >= top - THROUGHPUT_EPS)
+        key = (job.sensitivity, total_cpus, total_mem)
+        got = self._best.get(key)
+        if got is None:
+            pts = self.points(job, total_cpus, total_mem)
+            top = max(p.throughput for p in pts)
+            got = next(p for p in pts if p.throughput >= top - THROUGHPUT_EPS)
+            self._best[key] = got
+        return got
 
     def shrink(
         self, job: Job, total_cpus: int, total_mem: float, cpus: int, mem: float, floor: float
@@ -232,7 +264,7 @@ def place_job(
     """
     g = job.gpus
     fit = state.first_fit if first_fit else state.best_fit
-    if g <= max_single_server_gpus(state.servers, job):
+    if g <= state.max_server_gpus(job):
         i = fit(job, g, cpus, mem)
         if i is not None:
             state.take(i, g, cpus, mem)

@@ -12,7 +12,6 @@ import time
 from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.packing import (
     ClusterState,
-    max_single_server_gpus,
     place_job,
     select_runnable,
 )
@@ -43,7 +42,7 @@ class Proportional:
             c, m = inst.fair_share(job)
             # Spreading a job that fits on one server costs it its split penalty; the
             # baseline then waits for a whole server rather than run below its own share.
-            consolidable = job.gpus <= max_single_server_gpus(inst.cluster.servers, job)
+            consolidable = job.gpus <= state.max_server_gpus(job)
             parts = place_job(
                 state, job, c, m, allow_spread=not consolidable or job.split_penalty >= 1.0
             )

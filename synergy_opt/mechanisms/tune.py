@@ -24,7 +24,6 @@ from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.packing import (
     ClusterState,
     DemandTable,
-    max_single_server_gpus,
     place_job,
     select_runnable,
     spread_parts,
@@ -110,7 +109,7 @@ class Tune:
 
         for job in runnable:
             fair_tp = inst.fair_share_throughput(job)
-            consolidable = job.gpus <= max_single_server_gpus(cluster.servers, job)
+            consolidable = job.gpus <= state.max_server_gpus(job)
             d = best[job.id]
             cpus, mem = d.cpus, d.mem_gb
             parts = place_job(
