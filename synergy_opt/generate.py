@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, shipped_profiles
-from synergy_opt.types import Cluster, Job, RoundInstance, Server, ValidationError
+from synergy_opt.types import Cluster, Job, RoundInstance, Server, ValidationError, intern_matrices
 
 #: The paper's GPU-demand mix for multi-GPU workloads (seed: Philly-derived).
 MULTI_GPU_MIX: Mapping[int, float] = {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}
@@ -125,7 +125,7 @@ def generate_instance(spec: GenerateSpec, profiles: ProfileLibrary | None = None
     name = spec.name or (
         f"gen-{spec.servers}x{spec.gpus_per_server}g-{len(jobs)}jobs-seed{spec.seed}"
     )
-    return RoundInstance(name, cluster, tuple(jobs))
+    return RoundInstance(name, cluster, intern_matrices(jobs))
 
 
 def mix_from_workload(workload: str) -> tuple[tuple[int, float], ...]:

@@ -11,7 +11,6 @@ kill never leaves a half-written result behind.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from synergy_opt.types import (
     Server,
     ThroughputMatrix,
     ValidationError,
+    intern_matrices,
 )
 
 ROUND_FORMAT = "synergy-round/1"
@@ -240,14 +240,7 @@ def instance_from_dict(value: Any) -> RoundInstance:
     cluster = cluster_from_dict(_R.req(o, "cluster", ""), "cluster")
     jobs_raw = _R.lst(_R.req(o, "jobs", ""), "jobs")
     jobs = [job_from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_raw)]
-    # Intern equal matrices: jobs of one model then share one object, which makes the
-    # mechanisms' per-matrix caches hit by identity (instances often repeat a few models).
-    seen: dict[ThroughputMatrix, ThroughputMatrix] = {}
-    for k, j in enumerate(jobs):
-        w = seen.setdefault(j.sensitivity, j.sensitivity)
-        if w is not j.sensitivity:
-            jobs[k] = dataclasses.replace(j, sensitivity=w)
-    return RoundInstance(name, cluster, tuple(jobs))
+    return RoundInstance(name, cluster, intern_matrices(jobs))
 
 
 def instance_to_dict(inst: RoundInstance) -> dict[str, Any]:

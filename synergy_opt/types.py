@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: Memory quantities are floats (GB); comparisons of memory against grid points and
 #: capacities allow this slack so that, e.g., 8 x 62.5 fits in 500 after float sums.
@@ -292,6 +292,20 @@ class RoundInstance:
     def job_by_id(self) -> dict[str, Job]:
         """Jobs keyed by id."""
         return {j.id: j for j in self.jobs}
+
+
+def intern_matrices(jobs: Sequence[Job]) -> tuple[Job, ...]:
+    """The same jobs, with equal throughput matrices replaced by one shared object.
+
+    Mechanisms memoise per matrix; shared objects make those caches hit by identity instead
+    of comparing 45 floats (many models, e.g. every language model, have equal matrices).
+    """
+    seen: dict[ThroughputMatrix, ThroughputMatrix] = {}
+    out = []
+    for j in jobs:
+        w = seen.setdefault(j.sensitivity, j.sensitivity)
+        out.append(j if w is j.sensitivity else replace(j, sensitivity=w))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- allocations

@@ -98,9 +98,15 @@ class ClusterState:
         return None
 
     def gpu_candidates(self, job: Job, g: int) -> list[int]:
-        """Servers with at least ``g`` free GPUs the job may use, least free first."""
+        """Servers with at least ``g`` free GPUs the job may use, least free first.
+
+        A snapshot (a list), since callers change free resources while iterating.
+        """
         start = bisect.bisect_left(self._keys, (g, -1, _NEG_INF, -1))
-        return [k[3] for k in self._keys[start:] if job.may_use(self.servers[k[3]])]
+        servers = self.servers
+        if job.gpu_types is None:
+            return [k[3] for k in self._keys[start:]]
+        return [k[3] for k in self._keys[start:] if job.may_use(servers[k[3]])]
 
     def spread_plan(self, job: Job, g: int) -> list[tuple[int, int]] | None:
         """GPUs per server for a job spread over servers: most free GPUs first, fewest parts.

@@ -64,6 +64,8 @@ def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
     proportional re-split could grow one part while shrinking the total; capping each part
     at its old size and handing the deficit back keeps every server's release >= 0.
     """
+    if len(old) == 1:  # consolidated: the single part is the whole job
+        return [(old[0][0], old[0][1], cpus, mem)]
     weights = [k for _, k, _, _ in old]
     cs = [min(a, p[2]) for a, p in zip(split_cpus(cpus, weights), old, strict=True)]
     ms = [min(a, p[3]) for a, p in zip(split_mem(mem, weights), old, strict=True)]
