@@ -1,0 +1,121 @@
+"""Per-job mutable state while a trace runs, and its preparation from a trace.
+
+Each trace job becomes one immutable round-instance :class:`~synergy_opt.types.Job` built
+once (its matrix is the model's per-GPU profile scaled by its GPU count) plus the few
+numbers that change from round to round: work done and service attained.  The policies
+read this state through :class:`synergy_opt.policies.JobView`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from synergy_opt.io import InputError
+from synergy_opt.profiles import ProfileLibrary
+from synergy_opt.sim.config import SimConfig
+from synergy_opt.tracefile import TraceJob
+from synergy_opt.types import Job, RoundInstance, ThroughputMatrix, ValidationError
+
+
+class JobState:
+    """A job in the simulator: static facts plus progress (mutable, engine-private)."""
+
+    __slots__ = (
+        "index",
+        "trace",
+        "job",
+        "arrival_s",
+        "duration_s",
+        "gpus",
+        "fair_tp",
+        "work",
+        "done",
+        "attained_gpu_s",
+        "attained_dominant_s",
+        "start_s",
+        "finish_s",
+        "last_placement",
+        "last_round",
+    )
+
+    def __init__(self, index: int, trace: TraceJob, job: Job, fair_tp: float) -> None:
+        self.index = index
+        self.trace = trace
+        self.job = job
+        self.arrival_s = trace.arrival_s
+        self.duration_s = trace.duration_s
+        self.gpus = trace.gpus
+        self.fair_tp = fair_tp
+        #: Work in throughput-seconds: at fair share the job runs exactly ``duration_s``.
+        self.work = trace.duration_s * fair_tp
+        self.done = 0.0
+        self.attained_gpu_s = 0.0
+        self.attained_dominant_s = 0.0
+        self.start_s: float | None = None
+        self.finish_s: float | None = None
+        self.last_placement: object = None
+        self.last_round = -2
+
+    @property
+    def remaining_fair_s(self) -> float:
+        """Seconds of work left at the GPU-proportional speed."""
+        return max(0.0, self.work - self.done) / self.fair_tp
+
+
+def scale_trace(trace: Sequence[TraceJob], config: SimConfig) -> list[TraceJob]:
+    """Apply ``max_jobs`` (first arrivals) and ``time_scale`` (arrivals and durations)."""
+    jobs = sorted(trace, key=lambda j: j.arrival_s)  # stable: file order breaks ties
+    if config.max_jobs is not None:
+        jobs = jobs[: config.max_jobs]
+    k = config.time_scale
+    if k != 1.0:
+        from dataclasses import replace
+
+        jobs = [replace(j, arrival_s=j.arrival_s * k, duration_s=j.duration_s * k) for j in jobs]
+    return jobs
+
+
+def prepare_jobs(
+    config: SimConfig, trace: Sequence[TraceJob], profiles: ProfileLibrary
+) -> list[JobState]:
+    """Build every job's state once; bad jobs raise :class:`InputError` naming the job."""
+    jobs = scale_trace(trace, config)
+    if not jobs:
+        raise InputError("trace: no jobs to simulate")
+    matrices: dict[tuple[str, int], ThroughputMatrix] = {}
+    built: list[Job] = []
+    for j in jobs:
+        key = (j.model, j.gpus)
+        m = matrices.get(key)
+        if m is None:
+            try:
+                prof = profiles.get(j.model)
+            except KeyError as e:
+                raise InputError(f"trace: job {j.id}: model: {e.args[0]}") from None
+            m = matrices[key] = prof.matrix(j.gpus)
+        category = j.category if j.category is not None else profiles.get(j.model).category
+        try:
+            built.append(Job(j.id, j.gpus, m, j.model, category, j.split_penalty, j.gpu_types))
+        except ValidationError as e:
+            raise InputError(f"trace: job {j.id}: {e}") from None
+    try:
+        # One validation of the whole population (ids, GPU demand vs cluster and GPU
+        # types), so no round can fail later on a job that was never runnable.
+        whole = RoundInstance("trace", config.cluster, tuple(built))
+    except ValidationError as e:
+        raise InputError(f"trace: {e}") from None
+    states: list[JobState] = []
+    for k, (tj, job) in enumerate(zip(jobs, built, strict=True)):
+        fair_tp = whole.fair_share_throughput(job)
+        if fair_tp <= 0:
+            raise InputError(
+                f"trace: job {tj.id}: model {tj.model} has no throughput at its GPU-proportional "
+                "share on this cluster, so its work (duration x fair-share throughput) is undefined"
+            )
+        states.append(JobState(k, tj, job, fair_tp))
+    if config.window is not None and config.window[1] > len(states):
+        raise InputError(
+            f"window: {config.window[0]}:{config.window[1]} needs {config.window[1]} jobs, "
+            f"the trace has {len(states)}"
+        )
+    return states
