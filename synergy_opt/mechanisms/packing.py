@@ -129,6 +129,38 @@ class ClusterState:
                 return plan
         return None
 
+    def fitting_spread_plan(
+        self, job: Job, g: int, cpus: int, mem: float
+    ) -> list[tuple[int, int]] | None:
+        """Like :meth:`spread_plan`, but each part must also fit its cores and memory.
+
+        Parts carry cores and memory in proportion to their GPUs, so a server takes at most
+        as many GPUs as its free cores and memory can feed at ``cpus/g`` and ``mem/g`` each.
+        Needed on heterogeneous clusters, where the GPU-proportional share (from cluster
+        totals) of a big job can exceed every single server: the GPU-only plan then puts
+        all GPUs on one server and fails, and the job would wait forever.
+        """
+        if g < 2:
+            return None
+        c1, m1 = cpus / g, mem / g
+        usable = (i for i, s in enumerate(self.servers) if self.free_gpus[i] > 0 and job.may_use(s))
+        order = sorted(usable, key=lambda i: (-self.free_gpus[i], i))
+        plan: list[tuple[int, int]] = []
+        left = g
+        for i in order:
+            k = min(left, self.free_gpus[i])
+            if c1 > 0:
+                k = min(k, math.floor(self.free_cpus[i] / c1 + 1e-9))
+            if m1 > 0:
+                k = min(k, math.floor((self.free_mem[i] + MEM_EPS_GB) / m1))
+            if k < 1:
+                continue
+            plan.append((i, k))
+            left -= k
+            if left == 0:
+                return plan if len(plan) > 1 else None
+        return None
+
 
 def max_single_server_gpus(servers: Sequence[Server], job: Job) -> int:
     """Most GPUs (total, not free) one server the job may use has; a bigger job must spread."""
@@ -278,11 +310,20 @@ def place_job(
     if not allow_spread:
         return None
     plan = state.spread_plan(job, g)
-    if plan is None or len(plan) == 1:
-        return None
-    parts = spread_parts(state, plan, cpus, mem)
-    if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
-        return None
+    parts: list[tuple[int, int, int, float]] | None = None
+    if plan is not None and len(plan) > 1:
+        parts = spread_parts(state, plan, cpus, mem)
+        if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
+            parts = None
+    if parts is None:
+        # The GPU-only plan failed on cores or memory (a big share on small servers):
+        # spread by what each server can feed instead.
+        plan = state.fitting_spread_plan(job, g, cpus, mem)
+        if plan is None:
+            return None
+        parts = spread_parts(state, plan, cpus, mem)
+        if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
+            return None
     for i, k, c, m in parts:
         state.take(i, k, c, m)
     return parts

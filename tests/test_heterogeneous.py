@@ -1,0 +1,172 @@
+"""Heterogeneous clusters end to end: servers of different shapes and GPU types.
+
+Shapes follow the Alibaba GPU-2023 cluster (CPU:GPU ratios 4 to 52, memory 30-128 GiB per
+GPU, several GPU models); jobs may restrict themselves to a few GPU types, as ``gpu_spec``
+does.  Every registered mechanism's answer must pass the independent checker; PROPORTIONAL
+and TUNE must also keep every placed job at its fair share (FORMATS.md: computed from the
+cluster totals even here), PROPORTIONAL only where it has no split penalty to pay.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synergy_opt.check import check_allocation
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.profiles import shipped_profiles
+from synergy_opt.types import Cluster, Job, RoundInstance, Server
+
+ABS_TOL = REL_TOL = 1e-6
+
+#: (gpus, cpus, mem_gb, gpu_type) of real Alibaba node configurations (memory in GiB).
+SHAPES: tuple[tuple[int, int, float, str], ...] = (
+    (8, 96, 384.0, "G2"),
+    (2, 104, 512.0, "T4"),
+    (2, 16, 120.0, "P100"),
+    (8, 128, 768.0, "G3"),
+    (4, 32, 128.0, "V100M16"),
+    (8, 96, 768.0, "V100M32"),
+    (1, 8, 32.0, "V100M16"),
+    (4, 48, 368.0, "V100M32"),
+)
+TYPES = tuple(dict.fromkeys(s[3] for s in SHAPES))
+#: Exact models are only exercised on instances this small.
+OPT_MAX_JOBS = 8
+
+
+@st.composite
+def hetero_clusters(draw: st.DrawFn) -> Cluster:
+    """2-6 servers of mixed real shapes; sometimes one GPU-less node is kept."""
+    shapes = draw(st.lists(st.sampled_from(SHAPES), min_size=2, max_size=6))
+    servers = [Server(f"n{i}", g, c, m, t) for i, (g, c, m, t) in enumerate(shapes)]
+    if draw(st.booleans()):
+        servers.append(Server(f"n{len(servers)}", 0, 32, 256.0, None))
+    return Cluster(tuple(servers))
+
+
+@st.composite
+def hetero_instances(draw: st.DrawFn) -> RoundInstance:
+    """Jobs from the shipped profiles, some restricted to GPU types present in the cluster."""
+    cluster = draw(hetero_clusters())
+    present = [t for t in TYPES if any(s.gpu_type == t for s in cluster.servers)]
+    lib = shipped_profiles()
+    jobs = []
+    for k in range(draw(st.integers(2, 10))):
+        gpu_types: tuple[str, ...] | None = None
+        usable = cluster.total_gpus
+        if draw(st.booleans()):
+            chosen = draw(st.lists(st.sampled_from(present), min_size=1, max_size=3, unique=True))
+            gpu_types = tuple(chosen)
+            usable = sum(s.gpus for s in cluster.servers if s.gpu_type in gpu_types)
+        g = draw(st.sampled_from([x for x in (1, 1, 2, 4, 8) if x <= usable] or [1]))
+        prof = lib.get(draw(st.sampled_from(lib.names())))
+        penalty = draw(st.sampled_from([1.0, 1.0, 0.8]))
+        jobs.append(Job(f"j{k}", g, prof.matrix(g), prof.name, prof.category, penalty, gpu_types))
+    return RoundInstance("hetero", cluster, tuple(jobs))
+
+
+def _options() -> MechanismOptions:
+    return MechanismOptions(time_limit_s=20.0, threads=1)
+
+
+@pytest.mark.parametrize("name", mechanism_names())
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(inst=hetero_instances())
+def test_every_mechanism_passes_the_checker(name: str, inst: RoundInstance) -> None:
+    if name == "opt" and len(inst.jobs) > OPT_MAX_JOBS:
+        return
+    alloc = make_mechanism(name, _options()).allocate(inst)
+    violations = check_allocation(inst, alloc)
+    assert violations == [], "\n".join(map(str, violations))
+
+
+@pytest.mark.parametrize("name", ["tune", "proportional"])
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(inst=hetero_instances())
+def test_fair_share_kept_on_heterogeneous_clusters(name: str, inst: RoundInstance) -> None:
+    if name == "proportional":
+        # The baseline pays the split penalty whenever it must spread; the floor is only
+        # promised where no penalty applies (FORMATS.md: "where feasible").
+        inst = RoundInstance(
+            inst.name,
+            inst.cluster,
+            tuple(
+                Job(j.id, j.gpus, j.sensitivity, j.model, j.category, 1.0, j.gpu_types)
+                for j in inst.jobs
+            ),
+        )
+    alloc = make_mechanism(name).allocate(inst)
+    violations = check_allocation(inst, alloc, fair_share=True)
+    assert violations == [], "\n".join(map(str, violations))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(inst=hetero_instances())
+def test_tune_never_below_proportional_per_job(inst: RoundInstance) -> None:
+    """Synergy's guarantee on a heterogeneous cluster: no placed job does worse than its
+    GPU-proportional throughput, however the cluster is shaped."""
+    tune = make_mechanism("tune").allocate(inst)
+    for ja in tune.jobs:
+        assert ja.throughput >= ja.fair_share_throughput * _penalty_floor(inst, ja.id) - ABS_TOL
+
+
+def _penalty_floor(inst: RoundInstance, jid: str) -> float:
+    job = inst.job_by_id()[jid]
+    biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
+    return job.split_penalty if job.gpus > biggest else 1.0
+
+
+def test_typed_jobs_only_on_their_gpu_types() -> None:
+    """A worked case: two V100 jobs and a T4 job on a three-type cluster."""
+    cluster = Cluster(
+        (
+            Server("g2", 8, 96, 384.0, "G2"),
+            Server("t4", 2, 104, 512.0, "T4"),
+            Server("v100", 4, 32, 128.0, "V100M16"),
+        )
+    )
+    lib = shipped_profiles()
+    jobs = (
+        Job("a", 2, lib.get("gnmt").matrix(2), "gnmt", gpu_types=("V100M16", "V100M32")),
+        Job("b", 2, lib.get("gnmt").matrix(2), "gnmt", gpu_types=("V100M16",)),
+        Job("c", 1, lib.get("res18").matrix(1), "res18", gpu_types=("T4",)),
+    )
+    inst = RoundInstance("typed", cluster, jobs)
+    for name in mechanism_names():
+        alloc = make_mechanism(name, _options()).allocate(inst)
+        assert check_allocation(inst, alloc) == []
+        where = {ja.id: {p.server for p in ja.placement} for ja in alloc.jobs}
+        assert where.get("a", {"v100"}) == {"v100"}
+        assert where.get("b", {"v100"}) == {"v100"}
+        assert where.get("c", {"t4"}) == {"t4"}
+
+
+def test_share_bigger_than_any_server_is_spread_not_starved() -> None:
+    """On the Alibaba cluster an 8-GPU job's GPU-proportional share (8 x 17 cores) exceeds
+    every 8-GPU server, so placing all GPUs on one server cannot work; the job must be
+    spread by what each server can feed, or it waits forever (the simulator deadlocked).
+
+    Here C = 2 x 96 + 104 = 296 cores over G = 18 GPUs: an 8-GPU job gets floor(8 x 296 /
+    18) = 131 cores, more than either 96-core server; at 131/8 cores per GPU the first server
+    feeds 5 GPUs (82 cores) and the second the other 3 (49 cores).
+    """
+    cluster = Cluster(
+        (
+            Server("g2a", 8, 96, 384.0, "G2"),
+            Server("g2b", 8, 96, 384.0, "G2"),
+            Server("t4", 2, 104, 512.0, "T4"),
+        )
+    )
+    lib = shipped_profiles()
+    job = Job("big", 8, lib.get("gnmt").matrix(8), "gnmt", gpu_types=("G2",))
+    inst = RoundInstance("big-share", cluster, (job,))
+    assert inst.fair_share(job)[0] == 131
+    for name in ("proportional", "greedy", "tune"):
+        alloc = make_mechanism(name).allocate(inst)
+        assert check_allocation(inst, alloc) == []
+        assert [ja.id for ja in alloc.jobs] == ["big"], name
+    prop = make_mechanism("proportional").allocate(inst)
+    parts = sorted((p.server, p.gpus, p.cpus) for p in prop.jobs[0].placement)
+    assert parts == [("g2a", 5, 82), ("g2b", 3, 49)]
