@@ -25,6 +25,8 @@ COMMANDS: tuple[str, ...] = (
     "synergy_opt.commands.demo",
     "synergy_opt.commands.trace",
     "synergy_opt.commands.profile",
+    "synergy_opt.commands.simulate",
+    "synergy_opt.commands.compare",
 )
 
 log = logging.getLogger("synergy_opt")

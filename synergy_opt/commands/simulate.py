@@ -1,0 +1,282 @@
+"""``synergy-opt simulate``: replay a trace (a file or a generated paper workload) on a cluster.
+
+Writes ``DIR/summary.json`` and ``DIR/jobs.csv`` (FORMATS.md section 4) and prints a short
+table.  The option parsing here is shared with ``synergy-opt compare``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from synergy_opt.commands.common import (
+    UsageError,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
+from synergy_opt.io import InputError, load_cluster
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.policies import policy_names
+from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
+from synergy_opt.sim.config import SimConfig, paper_cluster
+from synergy_opt.sim.engine import SimResult, SimulationError, simulate
+from synergy_opt.sim.metrics import summarize, write_outputs
+from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS, WorkloadSpec, generate_workload
+from synergy_opt.tracefile import TraceJob, read_trace
+from synergy_opt.types import Cluster
+
+log = logging.getLogger(__name__)
+
+SOLVERS = ("highs", "ortools")
+
+
+# --------------------------------------------------------------------------- options
+
+
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """Cluster, workload and engine options shared by ``simulate`` and ``compare``."""
+    c = p.add_argument_group("cluster (default: the paper's 16 x 8-GPU servers)")
+    c.add_argument("--servers", type=positive_int, default=16)
+    c.add_argument("--gpus-per-server", type=positive_int, default=8)
+    c.add_argument("--cpus-per-server", type=nonneg_int, default=24)
+    c.add_argument("--mem-per-server-gb", type=nonneg_float, default=500.0)
+    c.add_argument("--cluster", metavar="CLUSTER.json", default=None,
+                   help="a cluster object (FORMATS.md section 1) instead of the four options above")
+    w = p.add_argument_group("workload")
+    w.add_argument("--trace", metavar="TRACE.csv", default=None, help="replay this trace (FORMATS.md 5)")
+    w.add_argument("--workload", choices=WORKLOADS, default="single-gpu")
+    w.add_argument("--jobs", type=positive_int, default=1000, help="jobs to generate")
+    w.add_argument("--arrival-rate", type=nonneg_float, default=9.0, metavar="JOBS_PER_HOUR",
+                   help="Poisson arrival rate; 0 submits every job at time 0")
+    w.add_argument("--split", default="20,70,10", metavar="IMAGE,LANGUAGE,SPEECH",
+                   help="percentages of jobs per task category")
+    w.add_argument("--durations", choices=DURATIONS, default="synthetic",
+                   help="synthetic (Gavel/Philly-like) or sampled from the Philly run times")
+    w.add_argument("--assignment", choices=ASSIGNMENTS, default="balanced",
+                   help="model assignment: balanced per split (the artifact's) or i.i.d.")
+    w.add_argument("--profiles", metavar="PROFILES.json", default=None,
+                   help="model profiles (default: the shipped ones)")
+    w.add_argument("--max-jobs", type=positive_int, default=None, help="keep the first N arrivals")
+    w.add_argument("--time-scale", type=positive_float, default=1.0,
+                   help="multiply arrival times and durations by this factor")
+    w.add_argument("--seed", type=nonneg_int, default=0, help="seed of the generated workload")
+    e = p.add_argument_group("engine")
+    e.add_argument("--window", default=None, metavar="FIRST:LAST",
+                   help="measure jobs FIRST..LAST-1 by arrival index (default: all)")
+    e.add_argument("--round-seconds", type=positive_float, default=300.0)
+    e.add_argument("--preemption-cost-s", type=nonneg_float, default=0.0,
+                   help="seconds a job loses when it starts, restarts or moves")
+    e.add_argument("--run-to-completion", action="store_true",
+                   help="run every job to the end instead of stopping once the window is done")
+    e.add_argument("--check-rounds", action="store_true",
+                   help="debug: check every round's allocation independently")
+    e.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
+    e.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
+                   help="per-round solver time limit (opt)")
+    e.add_argument("--threads", type=positive_int, default=None, help="solver threads (opt)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+
+
+def parse_split(text: str) -> tuple[float, float, float]:
+    """``IMAGE,LANGUAGE,SPEECH`` percentages -> a 3-tuple (UsageError naming ``--split``)."""
+    parts = [t.strip() for t in text.split(",")]
+    try:
+        vals = tuple(float(t) for t in parts)
+    except ValueError:
+        vals = ()
+    if len(vals) != len(CATEGORIES) or any(not np.isfinite(v) or v < 0 for v in vals) or sum(vals) <= 0:
+        raise UsageError(
+            f"--split: expected {len(CATEGORIES)} percentages >= 0 as IMAGE,LANGUAGE,SPEECH "
+            f"with a positive sum, got {text!r}"
+        )
+    return vals  # type: ignore[return-value]
+
+
+def parse_window(text: str | None) -> tuple[int, int] | None:
+    """``FIRST:LAST`` (LAST excluded) -> a pair, or ``None``."""
+    if text is None:
+        return None
+    try:
+        a, b = text.split(":")
+        first, last = int(a), int(b)
+    except ValueError:
+        raise UsageError(f"--window: expected FIRST:LAST integers, got {text!r}") from None
+    if first < 0 or last <= first:
+        raise UsageError(f"--window: expected 0 <= FIRST < LAST, got {text!r}")
+    return first, last
+
+
+def build_cluster(args: argparse.Namespace) -> Cluster:
+    """``--cluster`` file or the four homogeneous-cluster options."""
+    if args.cluster is not None:
+        return load_cluster(args.cluster)
+    if args.cpus_per_server == 0 or args.mem_per_server_gb == 0:
+        raise UsageError("--cpus-per-server/--mem-per-server-gb: a server needs cores and memory")
+    return paper_cluster(args.servers, args.gpus_per_server, args.cpus_per_server, args.mem_per_server_gb)
+
+
+def build_config(args: argparse.Namespace) -> SimConfig:
+    """The frozen engine configuration from parsed options."""
+    window = parse_window(args.window)
+    if args.preemption_cost_s >= args.round_seconds:
+        raise UsageError("--preemption-cost-s: must be shorter than --round-seconds")
+    return SimConfig(
+        cluster=build_cluster(args),
+        round_s=args.round_seconds,
+        window=window,
+        stop_after_window=not args.run_to_completion,
+        preemption_cost_s=args.preemption_cost_s,
+        check_rounds=args.check_rounds,
+        max_jobs=args.max_jobs,
+        time_scale=args.time_scale,
+    )
+
+
+def build_trace(args: argparse.Namespace, profiles: ProfileLibrary) -> tuple[TraceJob, ...]:
+    """The ``--trace`` file, or a workload generated from ``--seed``."""
+    if args.trace is not None:
+        return read_trace(args.trace, profiles)
+    spec = WorkloadSpec(
+        kind=args.workload,
+        jobs=args.jobs,
+        arrival_rate_per_h=args.arrival_rate,
+        split=parse_split(args.split),
+        durations=args.durations,
+        assignment=args.assignment,
+    )
+    try:
+        return generate_workload(spec, profiles, np.random.default_rng(args.seed))
+    except ValueError as e:
+        raise UsageError(f"--split: {e}") from None
+
+
+def check_mechanism(name: str, option: str = "--mechanism") -> None:
+    """UsageError unless ``name`` is a registered mechanism."""
+    if name not in mechanism_names():
+        raise UsageError(f"{option}: unknown mechanism {name!r}; known: {', '.join(mechanism_names())}")
+
+
+def check_policy(name: str, option: str = "--policy") -> None:
+    """UsageError unless ``name`` is a registered policy."""
+    if name not in policy_names():
+        raise UsageError(f"{option}: unknown policy {name!r}; known: {', '.join(policy_names())}")
+
+
+def mechanism_options(args: argparse.Namespace) -> MechanismOptions:
+    """Solver options for mechanisms that use one."""
+    return MechanismOptions(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads)
+
+
+class ProgressBar:
+    """A one-line progress bar on standard error (only on a terminal)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self._shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total <= 0:
+            return
+        pct = int(100 * done / total)
+        if pct == self._shown:
+            return
+        self._shown = pct
+        bar = "#" * (pct // 4)
+        sys.stderr.write(f"\r{self.label} [{bar:<25}] {done}/{total} measured jobs done")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def run_one(
+    config: SimConfig,
+    trace: Sequence[TraceJob],
+    mechanism: str,
+    policy: str,
+    args: argparse.Namespace,
+    profiles: ProfileLibrary,
+) -> SimResult:
+    """Simulate one (policy, mechanism) pair; engine failures become one-line errors."""
+    progress: Callable[[int, int], None] = ProgressBar(f"{policy}/{mechanism}", not args.quiet)
+    try:
+        return simulate(
+            config,
+            trace,
+            make_mechanism(mechanism, mechanism_options(args)),
+            policy,
+            profiles=profiles,
+            progress=progress,
+        )
+    except SimulationError as e:
+        raise InputError(f"simulate: {e}") from None
+
+
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("avg_jct_hours", "avg JCT h"),
+    ("p50_jct_hours", "p50 h"),
+    ("p99_jct_hours", "p99 h"),
+    ("avg_queueing_hours", "queue h"),
+    ("gpu_util", "GPU util"),
+    ("cpu_util", "CPU util"),
+    ("rounds", "rounds"),
+    ("wall_seconds", "wall s"),
+)
+
+
+def format_table(summaries: Sequence[dict[str, Any]], extra: Sequence[tuple[str, list[str]]] = ()) -> str:
+    """A plain-text table, one row per summary; ``extra`` adds (header, cells) columns."""
+    head = ["policy", "mechanism", *[h for _, h in TABLE_COLUMNS], *[h for h, _ in extra]]
+    rows = []
+    for k, s in enumerate(summaries):
+        cells = [s["policy"], s["mechanism"]]
+        for key, _ in TABLE_COLUMNS:
+            v = s[key]
+            cells.append(f"{v:.3f}" if isinstance(v, float) else str(v))
+        cells += [col[k] for _, col in extra]
+        rows.append(cells)
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- command
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``simulate`` sub-command."""
+    p = sub.add_parser("simulate", help="replay a job trace on a cluster", description=__doc__)
+    p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
+    p.add_argument("--mechanism", default="tune", help=f"one of: {', '.join(mechanism_names())}")
+    p.add_argument("-o", "--output", default="out/simulate", metavar="DIR")
+    p.add_argument("--plots", action="store_true", help="also write utilisation.png and jct_cdf.png")
+    add_common_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate, write the two result files, print the table."""
+    check_policy(args.policy)
+    check_mechanism(args.mechanism)
+    config = build_config(args)
+    profiles = load_profiles(args.profiles)
+    trace = build_trace(args, profiles)
+    result = run_one(config, trace, args.mechanism, args.policy, args, profiles)
+    seed = None if args.trace is not None else args.seed
+    out = write_outputs(result, args.output, seed=seed)
+    if args.plots:
+        from synergy_opt.sim.plots import plot_jct_cdf, plot_timeline
+
+        plot_timeline(result, out / "utilisation.png")
+        plot_jct_cdf({f"{result.policy}/{result.mechanism}": result}, out / "jct_cdf.png")
+    if not args.quiet:
+        print(format_table([summarize(result, seed)]))
+        print(f"wrote {out / 'summary.json'} and {out / 'jobs.csv'}")
+    return 0
