@@ -40,7 +40,8 @@ cautious.  The running maximum encodes free disposal: a job given more cores can
 on fewer, so a noisy dip is not reported as a slow-down.
 
 A point whose measurement fails (:class:`MeasurementError`) is recorded with its reason and
-never retried; intervals simply bisect around it, so a failing or hanging core count never
+never retried; intervals simply bisect around it (when the full count fails, the search
+first bisects for the highest count that still runs), so a failing or hanging core count never
 aborts the profile.  Only when no point at all succeeds is :class:`ProfilingError` raised.
 """
 
@@ -187,6 +188,19 @@ class _Search:
             pts = self.ok_points()
             if not pts:
                 return
+            # The full count failed: first find how high the job still runs (bisect between
+            # the highest success and the lowest failure above it), else the knee search
+            # would never look above the anchors.
+            # Stop climbing once the highest success gains less than the threshold.
+            top_ok = max(pts)
+            failed_above = [c for c, m in self.tried.items() if not m.ok and c > top_ok]
+            prev = max((c for c in pts if c < top_ok), default=None)
+            climbing = prev is None or _gain(pts[prev], pts[top_ok]) >= threshold
+            if failed_above and climbing:
+                c = self.midpoint(top_ok, min(failed_above))
+                if c is not None:
+                    self.probe(c)
+                    continue
             target = max(pts.values()) / (1.0 + threshold)
             hi = min(c for c, w in pts.items() if w >= target)
             below = [c for c in pts if c < hi and pts[c] < target]
