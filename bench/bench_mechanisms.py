@@ -21,12 +21,16 @@ MECHANISMS = ("proportional", "greedy", "tune")
 SIZES_GPUS = (128, 512, 2048)
 
 
-def bench(sizes: tuple[int, ...], repeats: int, workload: str, load: float) -> list[dict[str, object]]:
+def bench(
+    sizes: tuple[int, ...], repeats: int, workload: str, load: float
+) -> list[dict[str, object]]:
     """Median per-round milliseconds for each (size, mechanism)."""
     rows = []
     for gpus in sizes:
         inst = generate_instance(
-            GenerateSpec(servers=gpus // 8, gpu_load=load, gpu_mix=mix_from_workload(workload), seed=0)
+            GenerateSpec(
+                servers=gpus // 8, gpu_load=load, gpu_mix=mix_from_workload(workload), seed=0
+            )
         )
         mechs = {m: make_mechanism(m) for m in MECHANISMS}
         times: dict[str, list[float]] = {m: [] for m in MECHANISMS}
@@ -67,7 +71,9 @@ def main() -> None:
     repeats = 3 if args.quick else args.repeats
     rows = bench(sizes, repeats, args.workload, args.load)
     print(f"per-round mechanism time, {args.workload}, load {args.load}, median of {repeats}")
-    print(f"{'GPUs':>6}{'jobs':>6}  {'mechanism':<13}{'median ms':>10}{'x prop':>8}{'throughput':>12}")
+    print(
+        f"{'GPUs':>6}{'jobs':>6}  {'mechanism':<13}{'median ms':>10}{'x prop':>8}{'throughput':>12}"
+    )
     for r in rows:
         print(
             f"{r['gpus']:>6}{r['jobs']:>6}  {r['mechanism']:<13}{r['median_ms']:>10.2f}"

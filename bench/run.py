@@ -1,6 +1,6 @@
 """Run every ``bench/bench_*.py`` in turn (``--quick`` passes through), one table each.
 
-    python bench/run.py [--quick]
+python bench/run.py [--quick]
 """
 
 from __future__ import annotations

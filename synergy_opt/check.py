@@ -65,7 +65,9 @@ def fair_share_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     fair_c = (job.gpus * c_total) // g_total
     fair_m = job.gpus * m_total / g_total
     fair_tp = _floor_lookup(job, fair_c, fair_m)
-    usable = [s.gpus for s in inst.cluster.servers if job.gpu_types is None or s.gpu_type in job.gpu_types]
+    usable = [
+        s.gpus for s in inst.cluster.servers if job.gpu_types is None or s.gpu_type in job.gpu_types
+    ]
     forced_split = job.gpus > max(usable, default=0)
     return fair_tp, fair_tp * (job.split_penalty if forced_split else 1.0)
 
@@ -81,7 +83,13 @@ def check_allocation(
     seen: dict[str, int] = {}
 
     if alloc.instance != inst.name:
-        out.append(Violation("format", "instance", f"allocation is for {alloc.instance!r}, instance is {inst.name!r}"))
+        out.append(
+            Violation(
+                "format",
+                "instance",
+                f"allocation is for {alloc.instance!r}, instance is {inst.name!r}",
+            )
+        )
 
     for jid in alloc.unscheduled:
         seen[jid] = seen.get(jid, 0) + 1
@@ -106,14 +114,22 @@ def check_allocation(
             if p.gpus < 1:
                 out.append(Violation("part", where, f"has {p.gpus} GPUs, each part needs >= 1"))
             if p.cpus < 0 or p.mem_gb < 0 or not math.isfinite(p.mem_gb):
-                out.append(Violation("part", where, f"negative resources ({p.cpus} cores, {p.mem_gb} GB)"))
+                out.append(
+                    Violation("part", where, f"negative resources ({p.cpus} cores, {p.mem_gb} GB)")
+                )
             server = servers.get(p.server)
             if server is None:
-                out.append(Violation("unknown-server", where, f"server {p.server!r} is not in the cluster"))
+                out.append(
+                    Violation("unknown-server", where, f"server {p.server!r} is not in the cluster")
+                )
             else:
                 if job.gpu_types is not None and server.gpu_type not in job.gpu_types:
                     out.append(
-                        Violation("gpu-type", where, f"server {p.server!r} has GPU type {server.gpu_type!r}, job allows {list(job.gpu_types)}")
+                        Violation(
+                            "gpu-type",
+                            where,
+                            f"server {p.server!r} has GPU type {server.gpu_type!r}, job allows {list(job.gpu_types)}",
+                        )
                     )
                 u = used[p.server]
                 u[0] += p.gpus
@@ -125,25 +141,45 @@ def check_allocation(
             m_sum += p.mem_gb
         if ja.gpus != job.gpus or g_sum != job.gpus:
             out.append(
-                Violation("gpu-demand", ja.id, f"wants {job.gpus} GPUs, allocation says {ja.gpus}, parts hold {g_sum}")
+                Violation(
+                    "gpu-demand",
+                    ja.id,
+                    f"wants {job.gpus} GPUs, allocation says {ja.gpus}, parts hold {g_sum}",
+                )
             )
         if c_sum != ja.cpus or not math.isclose(m_sum, ja.mem_gb, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             out.append(
-                Violation("sum", ja.id, f"parts hold {c_sum} cores and {m_sum:g} GB, job reports {ja.cpus} and {ja.mem_gb:g}")
+                Violation(
+                    "sum",
+                    ja.id,
+                    f"parts hold {c_sum} cores and {m_sum:g} GB, job reports {ja.cpus} and {ja.mem_gb:g}",
+                )
             )
         w = _floor_lookup(job, c_sum, m_sum)
         if len(part_servers) > 1:
             fragmented += 1
             w *= job.split_penalty
         if not math.isclose(w, ja.throughput, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-            out.append(Violation("throughput", ja.id, f"reports {ja.throughput:g}, floor look-up gives {w:g}"))
+            out.append(
+                Violation(
+                    "throughput", ja.id, f"reports {ja.throughput:g}, floor look-up gives {w:g}"
+                )
+            )
         fair_tp, required = fair_share_floor(inst, job)
         if not math.isclose(fair_tp, ja.fair_share_throughput, rel_tol=REL_TOL, abs_tol=ABS_TOL):
             out.append(
-                Violation("fair-share-report", ja.id, f"reports fair share {ja.fair_share_throughput:g}, expected {fair_tp:g}")
+                Violation(
+                    "fair-share-report",
+                    ja.id,
+                    f"reports fair share {ja.fair_share_throughput:g}, expected {fair_tp:g}",
+                )
             )
         if fair_share and w < required - ABS_TOL:
-            out.append(Violation("fair-share", ja.id, f"throughput {w:g} is below its fair share {required:g}"))
+            out.append(
+                Violation(
+                    "fair-share", ja.id, f"throughput {w:g} is below its fair share {required:g}"
+                )
+            )
         total += w
 
     for jid, n in seen.items():
@@ -157,13 +193,35 @@ def check_allocation(
         s = servers[name]
         if g > s.gpus or c > s.cpus or m > s.mem_gb * (1 + REL_TOL) + ABS_TOL:
             out.append(
-                Violation("capacity", name, f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; capacity {s.gpus}, {s.cpus}, {s.mem_gb:g}")
+                Violation(
+                    "capacity",
+                    name,
+                    f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; capacity {s.gpus}, {s.cpus}, {s.mem_gb:g}",
+                )
             )
 
     if not math.isclose(total, alloc.total_throughput, rel_tol=1e-7, abs_tol=ABS_TOL):
-        out.append(Violation("total", "total_throughput", f"reports {alloc.total_throughput:g}, jobs sum to {total:g}"))
+        out.append(
+            Violation(
+                "total",
+                "total_throughput",
+                f"reports {alloc.total_throughput:g}, jobs sum to {total:g}",
+            )
+        )
     if fragmented != alloc.fragmented_jobs:
-        out.append(Violation("fragmented", "fragmented_jobs", f"reports {alloc.fragmented_jobs}, counted {fragmented}"))
+        out.append(
+            Violation(
+                "fragmented",
+                "fragmented_jobs",
+                f"reports {alloc.fragmented_jobs}, counted {fragmented}",
+            )
+        )
     if alloc.upper_bound is not None and total > alloc.upper_bound * (1 + 1e-7) + ABS_TOL:
-        out.append(Violation("upper-bound", "upper_bound", f"total {total:g} exceeds the claimed bound {alloc.upper_bound:g}"))
+        out.append(
+            Violation(
+                "upper-bound",
+                "upper_bound",
+                f"total {total:g} exceeds the claimed bound {alloc.upper_bound:g}",
+            )
+        )
     return out

@@ -51,7 +51,9 @@ class GenerateSpec:
         if self.gpu_load is not None and not self.gpu_load > 0:
             raise ValidationError("gpu_load", f"must be > 0, got {self.gpu_load}")
         if len(self.split) != 3 or any(x < 0 for x in self.split) or sum(self.split) <= 0:
-            raise ValidationError("split", "needs three non-negative percentages with a positive sum")
+            raise ValidationError(
+                "split", "needs three non-negative percentages with a positive sum"
+            )
         if not self.gpu_mix or any(g < 1 or p < 0 for g, p in self.gpu_mix):
             raise ValidationError("gpu_mix", "needs GPU counts >= 1 with non-negative weights")
         if sum(p for _, p in self.gpu_mix) <= 0:
@@ -104,7 +106,9 @@ def generate_instance(spec: GenerateSpec, profiles: ProfileLibrary | None = None
     mix_p = np.array([p for _, p in spec.gpu_mix], dtype=float)
     mix_p /= mix_p.sum()
     split = np.array(spec.split, dtype=float)
-    cats = [c for c, share in zip(CATEGORIES, split, strict=True) if share > 0 and lib.by_category(c)]
+    cats = [
+        c for c, share in zip(CATEGORIES, split, strict=True) if share > 0 and lib.by_category(c)
+    ]
     if not cats:
         raise ValidationError("split", "no shipped model in any category with a positive share")
     cat_p = np.array([split[CATEGORIES.index(c)] for c in cats])
@@ -137,4 +141,3 @@ def mix_from_workload(workload: str) -> tuple[tuple[int, float], ...]:
     if workload not in mixes:
         raise ValueError(f"unknown workload {workload!r}; known: {', '.join(mixes)}")
     return tuple(mixes[workload].items())
-

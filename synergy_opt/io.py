@@ -11,6 +11,7 @@ kill never leaves a half-written result behind.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -94,7 +95,9 @@ class _Reader:
             raise ValidationError(path, f"must be >= {minimum:g}, got {value!r}")
         return out
 
-    def opt(self, o: dict[str, Any], key: str, path: str, read: Callable[[Any, str], T]) -> T | None:
+    def opt(
+        self, o: dict[str, Any], key: str, path: str, read: Callable[[Any, str], T]
+    ) -> T | None:
         if key not in o or o[key] is None:
             return None
         return read(o[key], self.join(path, key))
@@ -153,7 +156,7 @@ def cluster_from_dict(value: Any, path: str = "cluster") -> Cluster:
                 sname = name if count == 1 else f"{name}-{k}"
             if any(s.name == sname for s in servers):
                 raise ValidationError(_R.join(p, "name"), f"duplicate server name {sname!r}")
-            servers.append(_wrap(p, lambda: Server(sname, gpus, cpus, mem, gpu_type)))
+            servers.append(_wrap(p, functools.partial(Server, sname, gpus, cpus, mem, gpu_type)))
     return _wrap(path, lambda: Cluster(tuple(servers)))
 
 
@@ -209,9 +212,7 @@ def job_from_dict(value: Any, path: str) -> Job:
         gpu_types = tuple(_R.string(t, _R.join(tp, i)) for i, t in enumerate(types_raw))
     return _wrap(
         path,
-        lambda: Job(
-            jid, gpus, w, model, category, 1.0 if penalty is None else penalty, gpu_types
-        ),
+        lambda: Job(jid, gpus, w, model, category, 1.0 if penalty is None else penalty, gpu_types),
     )
 
 
@@ -360,7 +361,9 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
-        raise InputError(f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        raise InputError(
+            f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+        ) from None
     except ValueError as e:
         raise InputError(f"{p}: not valid JSON: {e}") from None
 
@@ -422,7 +425,13 @@ def _encode(obj: Any, indent: int) -> str:
         ):
             rows = [pad + _encode(v, indent + 1) for v in obj]
             return "[\n" + ",\n".join(rows) + "\n" + "  " * indent + "]"
-        return "[\n" + ",\n".join(pad + _encode(v, indent + 1) for v in obj) + "\n" + "  " * indent + "]"
+        return (
+            "[\n"
+            + ",\n".join(pad + _encode(v, indent + 1) for v in obj)
+            + "\n"
+            + "  " * indent
+            + "]"
+        )
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
 

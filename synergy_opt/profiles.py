@@ -114,8 +114,10 @@ def profiles_from_dict(data: Any) -> ProfileLibrary:
 @lru_cache(maxsize=1)
 def shipped_profiles() -> ProfileLibrary:
     """The profiles that ship with the package (parsed once; the result is immutable)."""
-    text = resources.files("synergy_opt").joinpath("data/synergy_model_profiles.json").read_text(
-        encoding="utf-8"
+    text = (
+        resources.files("synergy_opt")
+        .joinpath("data/synergy_model_profiles.json")
+        .read_text(encoding="utf-8")
     )
     return profiles_from_dict(json.loads(text))
 

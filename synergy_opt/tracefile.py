@@ -72,7 +72,9 @@ def parse_row(row: dict[str, str], extra_cols: list[str], where: str) -> TraceJo
     if not model:
         raise InputError(f"{where}: model: must not be empty")
     arrival = _num((row.get("arrival_s") or "").strip(), "arrival_s", where, minimum=0.0)
-    duration = _num((row.get("duration_s") or "").strip(), "duration_s", where, minimum=0.0, strict=True)
+    duration = _num(
+        (row.get("duration_s") or "").strip(), "duration_s", where, minimum=0.0, strict=True
+    )
     category = (row.get("category") or "").strip() or None
     ptext = (row.get("split_penalty") or "").strip()
     penalty = 1.0

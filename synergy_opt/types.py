@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 #: Memory quantities are floats (GB); comparisons of memory against grid points and
@@ -159,7 +159,9 @@ class ThroughputMatrix:
             raise ValidationError("mem_gb", "must not be empty")
         for k, m in enumerate(self.mem_gb):
             if not _finite(m) or m <= 0:
-                raise ValidationError(f"mem_gb[{k}]", f"must be a positive finite number, got {m!r}")
+                raise ValidationError(
+                    f"mem_gb[{k}]", f"must be a positive finite number, got {m!r}"
+                )
             if k and m <= self.mem_gb[k - 1]:
                 raise ValidationError(f"mem_gb[{k}]", "values must be strictly ascending")
         if len(self.throughput) != len(self.cpus):
@@ -229,9 +231,7 @@ class Job:
         if not _is_int(self.gpus) or self.gpus < 1:
             raise ValidationError("gpus", f"must be an integer >= 1, got {self.gpus!r}")
         if not _finite(self.split_penalty) or not 0 < self.split_penalty <= 1:
-            raise ValidationError(
-                "split_penalty", f"must be in (0, 1], got {self.split_penalty!r}"
-            )
+            raise ValidationError("split_penalty", f"must be in (0, 1], got {self.split_penalty!r}")
         if self.gpu_types is not None:
             if not self.gpu_types:
                 raise ValidationError("gpu_types", "must list at least one GPU type")
@@ -369,7 +369,7 @@ def realised_throughput(job: Job, parts: Sequence[PlacementPart]) -> float:
 def build_allocation(
     inst: RoundInstance,
     mechanism: str,
-    placements: dict[str, Sequence[PlacementPart]],
+    placements: Mapping[str, Sequence[PlacementPart]],
     *,
     solver: str | None = None,
     upper_bound: float | None = None,
@@ -392,12 +392,20 @@ def build_allocation(
         if len(parts) == 1:  # the common case: one part, nothing to merge or sort
             p = parts[0]
             ordered: tuple[PlacementPart, ...] = (
-                p if isinstance(p.mem_gb, float) else PlacementPart(p.server, p.gpus, p.cpus, float(p.mem_gb)),
+                p
+                if isinstance(p.mem_gb, float)
+                else PlacementPart(p.server, p.gpus, p.cpus, float(p.mem_gb)),
             )
             w = job.sensitivity.lookup(p.cpus, p.mem_gb)
             jobs.append(
                 JobAllocation(
-                    job.id, p.gpus, p.cpus, float(p.mem_gb), ordered, w, inst.fair_share_throughput(job)
+                    job.id,
+                    p.gpus,
+                    p.cpus,
+                    float(p.mem_gb),
+                    ordered,
+                    w,
+                    inst.fair_share_throughput(job),
                 )
             )
             continue

@@ -16,15 +16,20 @@ from synergy_opt.types import Cluster, Job, RoundInstance, Server, ThroughputMat
 def matrices(draw: st.DrawFn, max_cpus: int = 32, max_mem: float = 400.0) -> ThroughputMatrix:
     """A random grid: ascending cores and memory, throughputs in [0, 3]."""
     cpus = sorted(draw(st.sets(st.integers(1, max_cpus), min_size=1, max_size=5)))
-    mem = sorted(
-        draw(st.sets(st.integers(1, int(max_mem)), min_size=1, max_size=4))
-    )
+    mem = sorted(draw(st.sets(st.integers(1, int(max_mem)), min_size=1, max_size=4)))
     mem_f = [m / 2 for m in mem]  # halves: exercise non-integer memory
     monotone = draw(st.booleans())
     rows = []
     for _ in cpus:
         rows.append(
-            [draw(st.floats(0, 3, allow_nan=False, allow_infinity=False).map(lambda x: round(x, 3))) for _ in mem_f]
+            [
+                draw(
+                    st.floats(0, 3, allow_nan=False, allow_infinity=False).map(
+                        lambda x: round(x, 3)
+                    )
+                )
+                for _ in mem_f
+            ]
         )
     if monotone:  # cumulative maxima make W non-decreasing in both axes, as real profiles are
         for i in range(len(rows)):
@@ -39,7 +44,9 @@ def matrices(draw: st.DrawFn, max_cpus: int = 32, max_mem: float = 400.0) -> Thr
 
 
 @st.composite
-def clusters(draw: st.DrawFn, max_servers: int = 3, homogeneous: bool | None = None, typed: bool = False) -> Cluster:
+def clusters(
+    draw: st.DrawFn, max_servers: int = 3, homogeneous: bool | None = None, typed: bool = False
+) -> Cluster:
     """1-3 servers; homogeneous ones share one shape (the paper's setting)."""
     n = draw(st.integers(1, max_servers))
     homo = draw(st.booleans()) if homogeneous is None else homogeneous
@@ -56,7 +63,9 @@ def clusters(draw: st.DrawFn, max_servers: int = 3, homogeneous: bool | None = N
 
     if homo:
         s = one(0)
-        return Cluster(tuple(Server(f"s{i}", s.gpus, s.cpus, s.mem_gb, s.gpu_type) for i in range(n)))
+        return Cluster(
+            tuple(Server(f"s{i}", s.gpus, s.cpus, s.mem_gb, s.gpu_type) for i in range(n))
+        )
     return Cluster(tuple(one(i) for i in range(n)))
 
 

@@ -32,7 +32,10 @@ def test_good_allocation_is_clean() -> None:
 
 
 BREAKS: list[tuple[str, Callable[[Allocation], Allocation]]] = [
-    ("missing-job", lambda a: dataclasses.replace(a, jobs=a.jobs[:1], total_throughput=a.jobs[0].throughput)),
+    (
+        "missing-job",
+        lambda a: dataclasses.replace(a, jobs=a.jobs[:1], total_throughput=a.jobs[0].throughput),
+    ),
     ("unknown-job", lambda a: dataclasses.replace(a, unscheduled=("ghost",))),
     ("duplicate-job", lambda a: dataclasses.replace(a, unscheduled=(a.jobs[0].id,))),
     ("gpu-demand", lambda a: _job(a, 0, gpus=2)),
@@ -41,7 +44,15 @@ BREAKS: list[tuple[str, Callable[[Allocation], Allocation]]] = [
         lambda a: _job(a, 1, cpus=4, placement=(PlacementPart("s0", 1, 4, 50.0),)),
     ),
     ("unknown-server", lambda a: _job(a, 1, placement=(PlacementPart("s9", 1, 1, 50.0),))),
-    ("part", lambda a: _job(a, 1, gpus=1, placement=(PlacementPart("s0", 0, 1, 50.0), PlacementPart("s0", 1, 0, 0.0)))),
+    (
+        "part",
+        lambda a: _job(
+            a,
+            1,
+            gpus=1,
+            placement=(PlacementPart("s0", 0, 1, 50.0), PlacementPart("s0", 1, 0, 0.0)),
+        ),
+    ),
     ("sum", lambda a: _job(a, 0, cpus=4)),
     ("throughput", lambda a: _job(a, 0, throughput=2.0)),
     ("fair-share-report", lambda a: _job(a, 0, fair_share_throughput=0.5)),

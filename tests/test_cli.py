@@ -33,7 +33,9 @@ def test_solve_then_check_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == ""
 
 
-def test_check_reports_violations_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_reports_violations_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "a.json"
     assert main(["solve", str(TINY), "--mechanism", "greedy", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
@@ -45,7 +47,9 @@ def test_check_reports_violations_exit_1(tmp_path: Path, capsys: pytest.CaptureF
     assert lines == ["throughput: a: reports 99, floor look-up gives 1.2"]
 
 
-def test_stdout_equals_file_and_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stdout_equals_file_and_is_deterministic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     inst = INSTANCES / "paper-128gpu.json"
     outs = []
     for k in range(2):
@@ -74,7 +78,9 @@ def test_stdout_equals_file_and_is_deterministic(tmp_path: Path, capsys: pytest.
         (["frobnicate"], "invalid choice"),
     ],
 )
-def test_usage_errors_exit_2_one_line(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2_one_line(
+    args: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as e:
         rc = main(args)
         raise SystemExit(rc)

@@ -36,10 +36,27 @@ MALFORMED = Path(__file__).parent / "data" / "malformed"
 BASE: dict[str, Any] = {
     "format": "synergy-round/1",
     "name": "base",
-    "cluster": {"servers": [{"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500}, {"count": 3, "gpus": 8, "cpus": 24, "mem_gb": 500}]},
+    "cluster": {
+        "servers": [
+            {"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500},
+            {"count": 3, "gpus": 8, "cpus": 24, "mem_gb": 500},
+        ]
+    },
     "jobs": [
-        {"id": "j0", "gpus": 1, "sensitivity": {"cpus": [1, 3], "mem_gb": [31.25, 62.5], "throughput": [[0.3, 0.4], [0.9, 1.0]]}},
-        {"id": "j1", "gpus": 2, "sensitivity": {"cpus": [2, 6], "mem_gb": [125], "throughput": [[0.5], [1.0]]}},
+        {
+            "id": "j0",
+            "gpus": 1,
+            "sensitivity": {
+                "cpus": [1, 3],
+                "mem_gb": [31.25, 62.5],
+                "throughput": [[0.3, 0.4], [0.9, 1.0]],
+            },
+        },
+        {
+            "id": "j1",
+            "gpus": 2,
+            "sensitivity": {"cpus": [2, 6], "mem_gb": [125], "throughput": [[0.5], [1.0]]},
+        },
     ],
 }
 
@@ -47,7 +64,9 @@ BASE: dict[str, Any] = {
 def test_server_count_and_names() -> None:
     inst = instance_from_dict(BASE)
     assert [s.name for s in inst.cluster.servers] == ["s0", "s1", "s2", "s3"]
-    named = cluster_from_dict({"servers": [{"name": "big", "count": 2, "gpus": 8, "cpus": 24, "mem_gb": 500}]})
+    named = cluster_from_dict(
+        {"servers": [{"name": "big", "count": 2, "gpus": 8, "cpus": 24, "mem_gb": 500}]}
+    )
     assert [s.name for s in named.servers] == ["big-0", "big-1"]
 
 
@@ -76,8 +95,18 @@ CASES: list[tuple[list[Any], Any, str, str]] = [
     (["cluster", "servers", 0, "cpus"], 2.5, "cluster.servers[0].cpus", "expected an integer"),
     (["cluster", "servers", 0, "mem_gb"], _DELETE, "cluster.servers[0].mem_gb", "missing"),
     (["cluster", "servers", 1, "count"], 0, "cluster.servers[1].count", ">= 1"),
-    (["cluster", "servers", 1], {"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500}, "cluster.servers[1].name", "duplicate server name"),
-    (["cluster", "servers", 0, "name"], "s1", "cluster.servers[1].name", "duplicate server name 's1'"),
+    (
+        ["cluster", "servers", 1],
+        {"name": "s0", "gpus": 8, "cpus": 24, "mem_gb": 500},
+        "cluster.servers[1].name",
+        "duplicate server name",
+    ),
+    (
+        ["cluster", "servers", 0, "name"],
+        "s1",
+        "cluster.servers[1].name",
+        "duplicate server name 's1'",
+    ),
     (["jobs"], {"a": 1}, "jobs", "expected a list"),
     (["jobs", 0, "id"], _DELETE, "jobs[0].id", "missing"),
     (["jobs", 1, "id"], "j0", "jobs[1].id", "duplicate job id"),
@@ -87,22 +116,74 @@ CASES: list[tuple[list[Any], Any, str, str]] = [
     (["jobs", 0, "split_penalty"], 1.5, "jobs[0].split_penalty", "(0, 1]"),
     (["jobs", 0, "gpu_types"], ["h100"], "jobs[0].gpu_types", "has 0 GPUs of types"),
     (["jobs", 0, "sensitivity"], _DELETE, "jobs[0].sensitivity", "missing"),
-    (["jobs", 0, "sensitivity", "cpus"], [3, 1], "jobs[0].sensitivity.cpus[1]", "strictly ascending"),
-    (["jobs", 0, "sensitivity", "cpus"], [1, 1.5], "jobs[0].sensitivity.cpus[1]", "expected an integer"),
-    (["jobs", 0, "sensitivity", "mem_gb"], [62.5, 31.25], "jobs[0].sensitivity.mem_gb[1]", "strictly ascending"),
+    (
+        ["jobs", 0, "sensitivity", "cpus"],
+        [3, 1],
+        "jobs[0].sensitivity.cpus[1]",
+        "strictly ascending",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "cpus"],
+        [1, 1.5],
+        "jobs[0].sensitivity.cpus[1]",
+        "expected an integer",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "mem_gb"],
+        [62.5, 31.25],
+        "jobs[0].sensitivity.mem_gb[1]",
+        "strictly ascending",
+    ),
     (["jobs", 0, "sensitivity", "mem_gb"], [0, 31.25], "jobs[0].sensitivity.mem_gb[0]", "positive"),
-    (["jobs", 0, "sensitivity", "throughput"], [[0.3, 0.4], [0.9]], "jobs[0].sensitivity.throughput", "row 1 has 1 values, expected 2"),
-    (["jobs", 0, "sensitivity", "throughput"], [[0.3, 0.4]], "jobs[0].sensitivity.throughput", "has 1 rows, expected 2"),
-    (["jobs", 0, "sensitivity", "throughput"], [[0.3, -0.4], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", ">= 0"),
-    (["jobs", 0, "sensitivity", "throughput"], [[0.3, "x"], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", "expected a number"),
-    (["jobs", 0, "sensitivity", "throughput"], [[0.3, "__HUGE__"], [0.9, 1.0]], "jobs[0].sensitivity.throughput[0][1]", "finite"),
-    (["jobs", 0, "sensitivity", "throughput"], [0.3, 0.4], "jobs[0].sensitivity.throughput[0]", "expected a list"),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, 0.4], [0.9]],
+        "jobs[0].sensitivity.throughput",
+        "row 1 has 1 values, expected 2",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, 0.4]],
+        "jobs[0].sensitivity.throughput",
+        "has 1 rows, expected 2",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, -0.4], [0.9, 1.0]],
+        "jobs[0].sensitivity.throughput[0][1]",
+        ">= 0",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, "x"], [0.9, 1.0]],
+        "jobs[0].sensitivity.throughput[0][1]",
+        "expected a number",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, "__HUGE__"], [0.9, 1.0]],
+        "jobs[0].sensitivity.throughput[0][1]",
+        "finite",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [0.3, 0.4],
+        "jobs[0].sensitivity.throughput[0]",
+        "expected a list",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field", "words"), CASES, ids=[c[2] + ":" + c[3][:18] for c in CASES])
+@pytest.mark.parametrize(
+    ("path", "value", "field", "words"), CASES, ids=[c[2] + ":" + c[3][:18] for c in CASES]
+)
 def test_malformed_instance_one_line_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: list[Any], value: Any, field: str, words: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: list[Any],
+    value: Any,
+    field: str,
+    words: str,
 ) -> None:
     f = tmp_path / "instance.json"
     # 1e400 is valid JSON text that decodes to infinity: write it raw.

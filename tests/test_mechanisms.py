@@ -91,7 +91,9 @@ def test_greedy_skips_and_idles_gpus() -> None:
     # Three alexnets want 12 cores each; a 24-core server fits two at their best, and
     # GREEDY then skips the third although a GPU is free.
     c = Cluster((Server("s0", 3, 24, 500.0),))
-    inst = RoundInstance("g", c, tuple(Job(f"j{k}", 1, lib.get("alexnet").matrix(1)) for k in range(3)))
+    inst = RoundInstance(
+        "g", c, tuple(Job(f"j{k}", 1, lib.get("alexnet").matrix(1)) for k in range(3))
+    )
     greedy = make_mechanism("greedy").allocate(inst)
     assert greedy.unscheduled == ("j2",)
     tune = make_mechanism("tune").allocate(inst)

@@ -49,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
         if name == "proportional":
             baseline = alloc.total_throughput
         rows.append((name, alloc, len(violations)))
-    print(f"{inst.name}: {len(inst.jobs)} jobs, {inst.cluster.total_gpus} GPUs  (written to {out}/)")
-    print(f"{'mechanism':<14}{'throughput':>11}{'vs prop':>9}{'scheduled':>10}{'bound':>9}{'ms':>9}{'violations':>11}")
+    print(
+        f"{inst.name}: {len(inst.jobs)} jobs, {inst.cluster.total_gpus} GPUs  (written to {out}/)"
+    )
+    print(
+        f"{'mechanism':<14}{'throughput':>11}{'vs prop':>9}{'scheduled':>10}{'bound':>9}{'ms':>9}{'violations':>11}"
+    )
     for name, alloc, nv in rows:
         ratio = alloc.total_throughput / baseline if baseline else float("nan")
         bound = "-" if alloc.upper_bound is None else f"{alloc.upper_bound:.2f}"

@@ -116,7 +116,11 @@ class ClusterState:
         if g < 2:
             return None  # one GPU cannot be spread
         order = sorted(
-            (i for i in range(len(self.servers)) if self.free_gpus[i] > 0 and job.may_use(self.servers[i])),
+            (
+                i
+                for i in range(len(self.servers))
+                if self.free_gpus[i] > 0 and job.may_use(self.servers[i])
+            ),
             key=lambda i: (-self.free_gpus[i], i),
         )
         plan: list[tuple[int, int]] = []
@@ -271,7 +275,11 @@ class DemandTable:
     ) -> DemandPoint | None:
         """Cheapest point within (cpus, mem) in both dimensions keeping ``floor`` throughput."""
         for p in self.points(job, total_cpus, total_mem):
-            if p.cpus <= cpus and p.mem_gb <= mem + MEM_EPS_GB and p.throughput >= floor - THROUGHPUT_EPS:
+            if (
+                p.cpus <= cpus
+                and p.mem_gb <= mem + MEM_EPS_GB
+                and p.throughput >= floor - THROUGHPUT_EPS
+            ):
                 return p
         return None
 
@@ -327,4 +335,3 @@ def place_job(
     for i, k, c, m in parts:
         state.take(i, k, c, m)
     return parts
-

@@ -48,6 +48,4 @@ class Proportional:
             )
             if parts:
                 placements[job.id] = [PlacementPart(names[i], k, pc, pm) for i, k, pc, pm in parts]
-        return build_allocation(
-            inst, self.name, placements, solve_seconds=time.perf_counter() - t0
-        )
+        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)

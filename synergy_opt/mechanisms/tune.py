@@ -26,9 +26,9 @@ from synergy_opt.mechanisms.packing import (
     DemandTable,
     place_job,
     select_runnable,
-    spread_parts,
     split_cpus,
     split_mem,
+    spread_parts,
 )
 from synergy_opt.types import (
     MEM_EPS_GB,
@@ -78,9 +78,9 @@ def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
     for k, p in enumerate(old):
         if short_m <= 0:
             break
-        add = min(short_m, p[3] - ms[k])
-        ms[k] += add
-        short_m -= add
+        add_m = min(short_m, p[3] - ms[k])
+        ms[k] += add_m
+        short_m -= add_m
     return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
 
 
@@ -102,9 +102,7 @@ class Tune:
         prio = {j.id: k for k, j in enumerate(inst.jobs)}
         runnable = select_runnable(inst)
         best = {j.id: self._demand.best(j, total_c, total_m) for j in runnable}
-        runnable.sort(
-            key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id])
-        )
+        runnable.sort(key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id]))
         state = ClusterState(cluster)
         residents: list[list[_Placed]] = [[] for _ in cluster.servers]
         placed: list[_Placed] = []
@@ -115,7 +113,11 @@ class Tune:
             d = best[job.id]
             cpus, mem = d.cpus, d.mem_gb
             parts = place_job(
-                state, job, cpus, mem, allow_spread=self._may_spread(job, consolidable, d.throughput, fair_tp)
+                state,
+                job,
+                cpus,
+                mem,
+                allow_spread=self._may_spread(job, consolidable, d.throughput, fair_tp),
             )
             if parts is None:
                 s = self._demand.shrink(job, total_c, total_m, cpus, mem, fair_tp)
@@ -167,7 +169,9 @@ class Tune:
             r.new_parts = _pointwise_min_parts(r.parts, s.cpus, s.mem_gb)
         return r.new_parts
 
-    def _reclaimable(self, inst: RoundInstance, residents: list[_Placed], i: int) -> tuple[int, float]:
+    def _reclaimable(
+        self, inst: RoundInstance, residents: list[_Placed], i: int
+    ) -> tuple[int, float]:
         """Cores and memory that reverting server ``i``'s residents would free there."""
         rc, rm = 0, 0.0
         for r in residents:
