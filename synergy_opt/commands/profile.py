@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import sys
 from typing import Any
 
 from synergy_opt.commands.common import (
@@ -294,7 +295,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             rep, gpus = _profile_command(args), 1
     except NoPointMeasured as e:
-        log.error("profile: %s", e)
+        # Not bad input (the command ran): the profile has no answer, exit 1, one line.
+        sys.stderr.write(f"profile: {e}\n")
         return 1
     except (ProfilingError, ValueError) as e:
         raise UsageError(str(e)) from None
