@@ -33,6 +33,7 @@ from synergy_opt.profiling import (
     shipped_cache_model,
     step_fill,
 )
+from synergy_opt.types import ThroughputMatrix
 
 ABS_TOL = REL_TOL = 1e-6
 N = 24  # the paper's server: every core count 1..24
@@ -272,7 +273,7 @@ def test_cache_model_rejects_bad_values(field: str) -> None:
         CacheModel(**args)
 
 
-def _exact_cpu_matrix(name: str) -> tuple[object, object]:
+def _exact_cpu_matrix(name: str) -> tuple[ThroughputMatrix, ThroughputMatrix]:
     prof = shipped_profiles().get(name)
     truth = prof.matrix(1)
     full = truth.mem_gb[-1]

@@ -152,7 +152,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=_mem_list,
         default=None,
         metavar="M1,M2,...",
-        help="memory axis, total for the job (--command default: 10 points to 500)",
+        help="memory axis (--model: per GPU, default the profile's; --command: for the "
+        "whole job, default 50, 100, ..., 500: the paper's 10 points on a 500 GB server)",
     )
     p.add_argument("--minutes-per-point", type=positive_float, default=DEFAULT_MINUTES_PER_POINT)
     p.add_argument(
@@ -167,23 +168,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _cache_from_args(args: argparse.Namespace, default: CacheModel | None) -> CacheModel | None:
+    """The cache model: options override ``default``; without one all three are needed."""
     given = {
         "--dataset-gb": args.dataset_gb,
         "--storage-mbps": args.storage_mbps,
         "--mb-per-sample": args.mb_per_sample,
     }
-    if default is None and any(v is not None for v in given.values()):
+    if default is None:
+        if all(v is None for v in given.values()):
+            if args.min_mem_gb is not None:
+                raise UsageError("--min-mem-gb: needs the cache model (--dataset-gb, ...)")
+            return None
         missing = [k for k, v in given.items() if v is None]
         if missing:
             raise UsageError(f"{missing[0]}: required with the other cache-model options")
-    if default is None and all(v is None for v in given.values()):
-        return None
-    base = default or CacheModel(1.0, 1.0, 1.0)
+        return CacheModel(
+            args.dataset_gb, args.storage_mbps, args.mb_per_sample, args.min_mem_gb or 0.0
+        )
+
+    def pick(value: float | None, fallback: float) -> float:
+        return fallback if value is None else value
+
     return CacheModel(
-        args.dataset_gb if args.dataset_gb is not None else base.dataset_gb,
-        args.storage_mbps if args.storage_mbps is not None else base.storage_mbps,
-        args.mb_per_sample if args.mb_per_sample is not None else base.mb_per_sample,
-        args.min_mem_gb if args.min_mem_gb is not None else base.min_mem_gb,
+        pick(args.dataset_gb, default.dataset_gb),
+        pick(args.storage_mbps, default.storage_mbps),
+        pick(args.mb_per_sample, default.mb_per_sample),
+        pick(args.min_mem_gb, default.min_mem_gb),
     )
 
 
@@ -248,8 +258,6 @@ def _profile_command(args: argparse.Namespace) -> ProfileReport:
         )
         max_cpus = have
     cache = _cache_from_args(args, None)
-    if cache is not None and args.min_mem_gb is None:
-        cache = CacheModel(cache.dataset_gb, cache.storage_mbps, cache.mb_per_sample, 0.0)
     if args.mem_gb is not None:
         mem = args.mem_gb
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from synergy_opt.io import matrix_to_dict
@@ -22,7 +22,7 @@ from synergy_opt.profiling.search import (
     ProfilingError,
     profile_cpu_axis,
 )
-from synergy_opt.types import MEM_EPS_GB, ThroughputMatrix
+from synergy_opt.types import ThroughputMatrix
 
 #: The report's format tag.
 PROFILE_FORMAT = "synergy-profile/1"
@@ -62,7 +62,6 @@ class ProfileReport:
     notes: tuple[str, ...] = ()
     error: MatrixError | None = None
     include_seconds: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def points_measured(self) -> int:
@@ -250,13 +249,3 @@ def report_to_dict(rep: ProfileReport) -> dict[str, Any]:
         ThroughputMatrix(w.cpus, w.mem_gb, tuple(tuple(_r(x) for x in row) for row in w.throughput))
     )
     return out
-
-
-def memory_axis_ok(mem_gb: Sequence[float]) -> bool:
-    """Whether ``mem_gb`` is a usable axis: positive, finite, distinct."""
-    vals = [float(m) for m in mem_gb]
-    return (
-        bool(vals)
-        and all(math.isfinite(m) and m > 0 for m in vals)
-        and all(b - a > MEM_EPS_GB for a, b in zip(sorted(vals), sorted(vals)[1:], strict=False))
-    )
