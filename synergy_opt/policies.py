@@ -72,18 +72,32 @@ PolicyKey = Callable[[JobView, float], tuple[float, ...]]
 """``key(job, now_s)``; smaller sorts first."""
 
 _REGISTRY: dict[str, PolicyKey] = {}
+#: Keys that read only facts fixed at arrival: the simulator keeps such a queue sorted
+#: incrementally instead of re-sorting it every round.
+_STATIC: set[PolicyKey] = set()
 
 
-def register(name: str) -> Callable[[PolicyKey], PolicyKey]:
-    """Decorator adding a policy sort key under ``name``."""
+def register(name: str, *, static: bool = False) -> Callable[[PolicyKey], PolicyKey]:
+    """Decorator adding a policy sort key under ``name``.
+
+    ``static=True`` promises that the key depends only on facts fixed at arrival (not on
+    progress or on ``now_s``).
+    """
 
     def deco(key: PolicyKey) -> PolicyKey:
         if name in _REGISTRY:
             raise ValueError(f"policy {name!r} registered twice")
         _REGISTRY[name] = key
+        if static:
+            _STATIC.add(key)
         return key
 
     return deco
+
+
+def is_static(key: PolicyKey) -> bool:
+    """Whether ``key`` was registered as depending only on arrival-time facts."""
+    return key in _STATIC
 
 
 def policy_names() -> tuple[str, ...]:
@@ -105,7 +119,7 @@ def finish_time_fairness(job: JobView, now_s: float) -> float:
     return (now_s - job.arrival_s + job.remaining_fair_s) / isolated
 
 
-@register("fifo")
+@register("fifo", static=True)
 def fifo(job: JobView, now_s: float) -> tuple[float, ...]:
     """First come, first served."""
     return (job.arrival_s, job.index)

@@ -89,6 +89,10 @@ class Tune:
     """Synergy-TUNE: best-fit packing of best demands with fair-share fallbacks."""
 
     name = "tune"
+    #: Place the runnable jobs largest demand first (GPU, then CPU, then memory), as the
+    #: paper describes.  The paper's own simulator (msr-fiddle/synergy) places them in the
+    #: policy's priority order instead; ``tune-inorder`` does that (see ``TuneInOrder``).
+    sort_by_demand: bool = True
 
     def __init__(self, options: MechanismOptions | None = None) -> None:
         self.options = options or MechanismOptions()
@@ -102,7 +106,8 @@ class Tune:
         prio = {j.id: k for k, j in enumerate(inst.jobs)}
         runnable = select_runnable(inst)
         best = {j.id: self._demand.best(j, total_c, total_m) for j in runnable}
-        runnable.sort(key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id]))
+        if self.sort_by_demand:
+            runnable.sort(key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id]))
         state = ClusterState(cluster)
         residents: list[list[_Placed]] = [[] for _ in cluster.servers]
         placed: list[_Placed] = []
@@ -242,3 +247,19 @@ class Tune:
         for i, k, c, m in parts:
             state.take(i, k, c, m)
         return parts
+
+
+@register("tune-inorder")
+class TuneInOrder(Tune):
+    """TUNE placing runnable jobs in priority order, as the paper's simulator does.
+
+    Sorting by demand packs the CPU-hungry jobs first and best fit stacks them on the same
+    servers, whose spare GPUs are then left with no cores for the jobs that follow, so
+    those jobs force the big ones back to fair share.  Placing in priority order mixes
+    demands on every server.  On the calibration trace (128 GPUs, FIFO, 9 jobs/h) this
+    order reproduces the artifact's TUNE average JCT (22.3 h against 22.37 h), where the
+    demand order gives 36.6 h.
+    """
+
+    name = "tune-inorder"
+    sort_by_demand = False

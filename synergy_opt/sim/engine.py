@@ -31,6 +31,7 @@ every built-in mechanism and policy is deterministic, so the engine draws nothin
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import time
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 
 from synergy_opt.check import check_allocation
 from synergy_opt.mechanisms import Mechanism, make_mechanism
-from synergy_opt.policies import PolicyKey, get_policy, policy_names
+from synergy_opt.policies import PolicyKey, get_policy, is_static, policy_names
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.sim.config import SimConfig
 from synergy_opt.sim.events import (
@@ -133,6 +134,12 @@ class _Engine:
         self.last_plan: _RoundPlan | None = None
         self.arrivals_left = len(jobs)
         self.now = 0.0
+        # Static policies (FIFO): the queue is kept sorted as jobs come and go.
+        self.static = is_static(policy)
+        self.sorted_keys: list[tuple[tuple[float, ...], int]] = []
+        # When the GPU-filling prefix left GPUs idle last round (a mechanism that skips
+        # jobs, like GREEDY), go straight to the full queue until a round fills every GPU.
+        self.prefix_failed = False
 
     # ------------------------------------------------------------------ loop
 
@@ -153,7 +160,10 @@ class _Engine:
         return self.now
 
     def _arrive(self, t: float, index: int) -> None:
-        self.active[index] = self.jobs[index]
+        js = self.jobs[index]
+        self.active[index] = js
+        if self.static:
+            bisect.insort(self.sorted_keys, (self.policy(js, t), index))
         self.arrivals_left -= 1
         if not self.round_pending:
             r = self.cfg.round_s
@@ -162,6 +172,9 @@ class _Engine:
     def _complete(self, t: float, index: int) -> None:
         js = self.active.pop(index)
         js.finish_s = t
+        if self.static:
+            k = bisect.bisect_left(self.sorted_keys, (self.policy(js, t), index))
+            del self.sorted_keys[k]
         if self.measured[index]:
             self.measured_left -= 1
             if self.progress is not None:
@@ -177,8 +190,12 @@ class _Engine:
         self.round_pending = False
         if not self.active:
             return  # everything finished; the next arrival schedules the next round
-        key = self.policy
-        order = sorted(self.active.values(), key=lambda js: key(js, t))
+        if self.static:
+            jobs = self.jobs
+            order = [jobs[i] for _, i in self.sorted_keys]
+        else:
+            key = self.policy
+            order = sorted(self.active.values(), key=lambda js: key(js, t))
         plan = self._plan(order)
         alloc = plan.alloc
         r = self.cfg.round_s
@@ -224,11 +241,16 @@ class _Engine:
     def _plan(self, order: list[JobState]) -> _RoundPlan:
         """The round's allocation: reused, from the GPU-filling prefix, or from everyone."""
         n = len(order)
-        if self.cfg.truncate_queue:
+        if self.cfg.truncate_queue and not self.prefix_failed:
             n = _gpu_prefix(order, self.total_gpus)
-        plan = self._allocate(order[:n])
-        if n < len(order) and plan.gpus < self.total_gpus:
-            plan = self._allocate(order)
+            if n < len(order):
+                plan = self._allocate(order[:n])
+                if plan.gpus == self.total_gpus:
+                    return plan
+                self.prefix_failed = True
+        plan = self._allocate(order)
+        if plan.gpus == self.total_gpus:
+            self.prefix_failed = False
         return plan
 
     def _allocate(self, jobs: list[JobState]) -> _RoundPlan:
