@@ -27,6 +27,8 @@ COMMANDS: tuple[str, ...] = (
     "synergy_opt.commands.profile",
     "synergy_opt.commands.simulate",
     "synergy_opt.commands.compare",
+    "synergy_opt.commands.sweep",
+    "synergy_opt.commands.report",
 )
 
 log = logging.getLogger("synergy_opt")

@@ -1,0 +1,357 @@
+"""Sweep specifications: a TOML file -> the frozen cells of its cross product.
+
+A spec names fixed simulate options in ``[base]`` and lists values to vary in ``[axes]``;
+every combination of axis values is one :class:`Cell`::
+
+    [sweep]
+    name = "smoke"
+
+    [base]                      # any simulate option (names as in ``synergy-opt simulate``,
+    servers = 4                 # dashes or underscores)
+    jobs = 60
+    window = "10:50"
+
+    [axes]                      # the cross product of these lists
+    policy = ["fifo", "srtf"]
+    mechanism = ["proportional", "tune"]
+    arrival_rate = [2.0, 4.0]
+    seed = [0, 1]
+
+A cell's options are canonical: values are normalised to their option's type (``4`` and
+``4.0`` are the same arrival rate) and options equal to their default are dropped, so the
+same simulation always gets the same folder name, a readable slug plus a hash of the
+canonical options (:attr:`Cell.key`), whichever spec it comes from.
+
+``cpus_per_gpu`` is the one option that ``simulate`` does not have: it sets
+``cpus_per_server = cpus_per_gpu x gpus_per_server``, the paper's CPU:GPU ratio axis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from synergy_opt.io import InputError
+
+Value = Any
+#: Canonical options of one cell: (name, value) pairs sorted by name, defaults left out.
+Options = tuple[tuple[str, Value], ...]
+
+
+class SpecError(InputError):
+    """A sweep spec that cannot be run; the message names the file and the field."""
+
+
+# --------------------------------------------------------------------------- option types
+
+
+def _number(lo: float, strict: bool) -> Callable[[Value], float]:
+    def conv(v: Value) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"expected a number, got {v!r}")
+        if v < lo or (strict and v == lo):
+            raise ValueError(f"must be {'>' if strict else '>='} {lo:g}, got {v!r}")
+        return float(v)
+
+    return conv
+
+
+def _integer(lo: int) -> Callable[[Value], int]:
+    def conv(v: Value) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer, got {v!r}")
+        if v < lo:
+            raise ValueError(f"must be >= {lo}, got {v!r}")
+        return int(v)
+
+    return conv
+
+
+def _string(v: Value) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError(f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _flag(v: Value) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return v
+
+
+def _split(v: Value) -> tuple[float, float, float]:
+    parts: Sequence[Value]
+    if isinstance(v, str):
+        try:
+            parts = [float(t) for t in v.split(",")]
+        except ValueError:
+            raise ValueError(f"expected IMAGE,LANGUAGE,SPEECH percentages, got {v!r}") from None
+    elif isinstance(v, list | tuple):
+        parts = v
+    else:
+        raise ValueError(f"expected three percentages, got {v!r}")
+    vals = tuple(_number(0, False)(p) for p in parts)
+    if len(vals) != 3 or sum(vals) <= 0:
+        raise ValueError(f"expected three percentages >= 0 with a positive sum, got {v!r}")
+    return vals  # type: ignore[return-value]
+
+
+def _window(v: Value) -> tuple[int, int]:
+    if isinstance(v, str):
+        try:
+            a, b = (int(t) for t in v.split(":"))
+        except ValueError:
+            raise ValueError(f"expected FIRST:LAST, got {v!r}") from None
+    elif isinstance(v, list | tuple) and len(v) == 2:
+        a, b = (_integer(0)(t) for t in v)
+    else:
+        raise ValueError(f"expected \"FIRST:LAST\" or [FIRST, LAST], got {v!r}")
+    if a < 0 or b <= a:
+        raise ValueError(f"expected 0 <= FIRST < LAST, got {v!r}")
+    return a, b
+
+
+@dataclass(frozen=True, slots=True)
+class OptionType:
+    """How one sweep option is read, and its value when a spec does not set it."""
+
+    convert: Callable[[Value], Value]
+    default: Value
+    help: str
+
+
+#: Every option a cell may set: ``synergy-opt simulate``'s options (argparse names with
+#: underscores) plus ``cpus_per_gpu``.  Paths are resolved against the spec's folder.
+OPTIONS: Mapping[str, OptionType] = {
+    "policy": OptionType(_string, "fifo", "scheduling policy"),
+    "mechanism": OptionType(_string, "tune", "round mechanism"),
+    "servers": OptionType(_integer(1), 16, "servers in the cluster"),
+    "gpus_per_server": OptionType(_integer(1), 8, "GPUs per server"),
+    "cpus_per_server": OptionType(_integer(1), 24, "cores per server"),
+    "cpus_per_gpu": OptionType(_number(0, True), None, "cores per GPU (sets cpus_per_server)"),
+    "mem_per_server_gb": OptionType(_number(0, True), 500.0, "memory per server"),
+    "cluster": OptionType(_string, None, "a cluster JSON file instead of the options above"),
+    "trace": OptionType(_string, None, "a trace CSV instead of a generated workload"),
+    "workload": OptionType(_string, "single-gpu", "single-gpu or multi-gpu"),
+    "jobs": OptionType(_integer(1), 1000, "jobs to generate"),
+    "arrival_rate": OptionType(_number(0, False), 9.0, "jobs per hour (0 = all at once)"),
+    "split": OptionType(_split, (20.0, 70.0, 10.0), "image/language/speech percentages"),
+    "durations": OptionType(_string, "synthetic", "synthetic or philly"),
+    "assignment": OptionType(_string, "balanced", "balanced or iid"),
+    "profiles": OptionType(_string, None, "model profiles JSON"),
+    "max_jobs": OptionType(_integer(1), None, "keep the first N arrivals"),
+    "time_scale": OptionType(_number(0, True), 1.0, "scale of arrivals and durations"),
+    "seed": OptionType(_integer(0), 0, "workload seed"),
+    "window": OptionType(_window, None, "measured jobs FIRST:LAST"),
+    "round_seconds": OptionType(_number(0, True), 300.0, "round length"),
+    "preemption_cost_s": OptionType(_number(0, False), 0.0, "seconds lost per (re)start"),
+    "run_to_completion": OptionType(_flag, False, "run every job to the end"),
+    "check_rounds": OptionType(_flag, False, "check every round (debug)"),
+    "solver": OptionType(_string, "highs", "LP/MIP back-end"),
+    "time_limit": OptionType(_number(0, True), None, "per-round solver time limit"),
+    "threads": OptionType(_integer(1), None, "solver threads"),
+}
+_PATH_OPTIONS = frozenset({"cluster", "trace", "profiles"})
+#: Options that make the folder slug readable, in this order (when a cell sets them).
+SLUG_OPTIONS: tuple[str, ...] = (
+    "policy", "mechanism", "workload", "arrival_rate", "split", "cpus_per_gpu",
+    "cpus_per_server", "servers", "seed",
+)
+
+
+def option_default(name: str) -> Value:
+    """The value a cell has for ``name`` when its options leave it out."""
+    return OPTIONS[name].default
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def _jsonable(v: Value) -> Value:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def canonical(options: Mapping[str, Value]) -> Options:
+    """Sorted (name, value) pairs without the options equal to their default."""
+    return tuple(
+        (k, options[k]) for k in sorted(options) if options[k] != OPTIONS[k].default
+    )
+
+
+def _slug_value(v: Value) -> str:
+    if isinstance(v, tuple):
+        return "-".join(_slug_value(x) for x in v)
+    if isinstance(v, float):
+        return f"{v:g}"
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in str(v))
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One simulation of a sweep: its canonical options (a picklable, hashable value)."""
+
+    options: Options
+
+    def get(self, name: str) -> Value:
+        """The cell's value of option ``name`` (its default when not set)."""
+        for k, v in self.options:
+            if k == name:
+                return v
+        return option_default(name)
+
+    def as_dict(self) -> dict[str, Value]:
+        """Every option with its value (defaults filled in)."""
+        out = {k: t.default for k, t in OPTIONS.items()}
+        out.update(self.options)
+        return out
+
+    def to_json(self) -> dict[str, Value]:
+        """The canonical options as a JSON object (tuples as lists)."""
+        return {k: _jsonable(v) for k, v in self.options}
+
+    @property
+    def digest(self) -> str:
+        """Hash of the canonical options (10 hex digits)."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+    @property
+    def key(self) -> str:
+        """Folder name: a readable slug of the main options plus the digest."""
+        parts = [_slug_value(self.get(k)) for k in SLUG_OPTIONS[:2]]
+        parts += [f"{k.replace('_', '')}{_slug_value(v)}" for k, v in self.options
+                  if k in SLUG_OPTIONS[2:]]
+        slug = "_".join(parts)[:80]
+        return f"{slug}__{self.digest}"
+
+
+def make_cell(options: Mapping[str, Value], where: str = "cell") -> Cell:
+    """Validate and normalise raw options into a :class:`Cell` (SpecError naming the field)."""
+    norm: dict[str, Value] = {}
+    for raw_name, raw in options.items():
+        name = raw_name.replace("-", "_")
+        if name not in OPTIONS:
+            raise SpecError(f"{where}.{raw_name}: unknown option; known: {', '.join(OPTIONS)}")
+        try:
+            norm[name] = OPTIONS[name].convert(raw)
+        except ValueError as e:
+            raise SpecError(f"{where}.{raw_name}: {e}") from None
+    if norm.get("cpus_per_gpu") is not None and "cpus_per_server" in norm:
+        raise SpecError(f"{where}.cpus_per_gpu: give cpus_per_gpu or cpus_per_server, not both")
+    return Cell(canonical(norm))
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """A named cross product: fixed options and the values of each axis, in file order."""
+
+    name: str
+    base: Options
+    axes: tuple[tuple[str, tuple[Value, ...]], ...]
+
+    def cells(self) -> tuple[Cell, ...]:
+        """Every combination of axis values, in the spec's order (last axis fastest)."""
+        names = [n for n, _ in self.axes]
+        out: list[Cell] = []
+        seen: set[Cell] = set()
+        for combo in itertools.product(*(vals for _, vals in self.axes)):
+            opts = dict(self.base)
+            opts.update(zip(names, combo, strict=True))
+            if opts.get("cpus_per_gpu") is not None and "cpus_per_server" in opts:
+                raise SpecError(f"{self.name}: cpus_per_gpu and cpus_per_server both set")
+            cell = Cell(canonical(opts))
+            if cell not in seen:  # an axis value equal to the base value repeats a cell
+                seen.add(cell)
+                out.append(cell)
+        return tuple(out)
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """The varied options, in file order."""
+        return tuple(n for n, _ in self.axes)
+
+
+def _norm_name(raw: str, where: str) -> str:
+    name = raw.replace("-", "_")
+    if name not in OPTIONS:
+        raise SpecError(f"{where}.{raw}: unknown option; known: {', '.join(OPTIONS)}")
+    return name
+
+
+def _convert(name: str, raw: Value, where: str, base_dir: Path | None) -> Value:
+    try:
+        v = OPTIONS[name].convert(raw)
+    except ValueError as e:
+        raise SpecError(f"{where}: {e}") from None
+    if name in _PATH_OPTIONS and base_dir is not None and not os.path.isabs(v):
+        v = str((base_dir / v).resolve())
+    return v
+
+
+def spec_from_dict(data: Mapping[str, Any], source: str = "spec", base_dir: Path | None = None) -> SweepSpec:
+    """Build a :class:`SweepSpec` from decoded TOML (``[sweep]``, ``[base]``, ``[axes]``)."""
+    unknown = set(data) - {"sweep", "base", "axes"}
+    if unknown:
+        raise SpecError(f"{source}: {sorted(unknown)[0]}: unknown table; expected sweep, base, axes")
+    meta = data.get("sweep", {})
+    if not isinstance(meta, Mapping):
+        raise SpecError(f"{source}: sweep: expected a table")
+    extra = set(meta) - {"name", "description"}
+    if extra:
+        raise SpecError(f"{source}: sweep.{sorted(extra)[0]}: unknown field; expected name, description")
+    name = meta.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{source}: sweep.name: expected a non-empty string")
+    base_raw = data.get("base", {})
+    axes_raw = data.get("axes", {})
+    if not isinstance(base_raw, Mapping):
+        raise SpecError(f"{source}: base: expected a table")
+    if not isinstance(axes_raw, Mapping) or not axes_raw:
+        raise SpecError(f"{source}: axes: expected a table with at least one option list")
+    base: dict[str, Value] = {}
+    for raw, v in base_raw.items():
+        n = _norm_name(raw, f"{source}: base")
+        base[n] = _convert(n, v, f"{source}: base.{raw}", base_dir)
+    axes: list[tuple[str, tuple[Value, ...]]] = []
+    for raw, vals in axes_raw.items():
+        n = _norm_name(raw, f"{source}: axes")
+        if n in base:
+            raise SpecError(f"{source}: axes.{raw}: also set in [base]; set it in one place")
+        if not isinstance(vals, list) or not vals:
+            raise SpecError(f"{source}: axes.{raw}: expected a non-empty list of values")
+        conv = tuple(
+            _convert(n, v, f"{source}: axes.{raw}[{i}]", base_dir) for i, v in enumerate(vals)
+        )
+        if len(set(conv)) != len(conv):
+            raise SpecError(f"{source}: axes.{raw}: values repeat")
+        axes.append((n, conv))
+    names = set(base) | {n for n, _ in axes}
+    if {"cpus_per_gpu", "cpus_per_server"} <= names:
+        raise SpecError(f"{source}: cpus_per_gpu: give cpus_per_gpu or cpus_per_server, not both")
+    return SweepSpec(name, tuple(sorted(base.items())), tuple(axes))
+
+
+def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
+    """Read a TOML sweep spec (SpecError naming the file and field on bad input)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{p}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise SpecError(f"{p}: cannot read: {e.strerror}") from None
+    return spec_from_dict(data, str(p), p.parent)
