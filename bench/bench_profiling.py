@@ -17,13 +17,17 @@ Three tables, all measured in this one run:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from synergy_opt.check import check_allocation
 from synergy_opt.io import load_instance
@@ -41,6 +45,7 @@ from synergy_opt.profiling import (
 )
 from synergy_opt.types import (
     THROUGHPUT_EPS,
+    Allocation,
     Job,
     RoundInstance,
     ThroughputMatrix,
@@ -120,69 +125,105 @@ def model_table(reports: dict[str, ProfileReport]) -> tuple[str, bool]:
     return table(rows, head), ok
 
 
-def profiled_instance(inst: RoundInstance, reports: dict[str, ProfileReport]) -> RoundInstance:
+def profiled_instance(inst: RoundInstance, per_gpu: dict[str, ThroughputMatrix]) -> RoundInstance:
     """The same round with every job's W replaced by its profiled, GPU-scaled matrix."""
     jobs = []
     for j in inst.jobs:
-        if j.model is None or j.model not in reports:
+        if j.model is None or j.model not in per_gpu:
             raise SystemExit(f"{inst.name}: job {j.id} has no shipped model to profile")
-        w: ThroughputMatrix = scale_matrix(reports[j.model].matrix, j.gpus)
+        w = scale_matrix(per_gpu[j.model], j.gpus)
         jobs.append(Job(j.id, j.gpus, w, j.model, j.category, j.split_penalty, j.gpu_types))
     return RoundInstance(inst.name + "-profiled", inst.cluster, tuple(jobs))
 
 
-def true_value(inst: RoundInstance, alloc_jobs: Sequence[object]) -> tuple[float, int]:
+def true_value(inst: RoundInstance, alloc: Allocation) -> tuple[float, int]:
     """True total throughput of an allocation and how many jobs sit below true fair share."""
     by_id = inst.job_by_id()
     total = 0.0
     below = 0
-    for ja in alloc_jobs:
-        job = by_id[ja.id]  # type: ignore[attr-defined]
-        w = realised_throughput(job, ja.placement)  # type: ignore[attr-defined]
+    for ja in alloc.jobs:
+        job = by_id[ja.id]
+        w = realised_throughput(job, ja.placement)
         total += w
         if w < inst.fair_share_throughput(job) - THROUGHPUT_EPS:
             below += 1
     return total, below
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One mechanism on one round, fed the true and the profiled matrices."""
+
+    true_total: float
+    profiled_total: float  # the profiled allocation's throughput under the TRUE matrices
+    believed_total: float  # what the mechanism thought it got (profiled matrices)
+    below_fair: int
+    violations: int
+    seconds_true: float
+    seconds_profiled: float
+
+    @property
+    def ratio(self) -> float:
+        """Profiled allocation's true throughput over the true allocation's."""
+        return self.profiled_total / self.true_total if self.true_total > 0 else math.nan
+
+
+_TRUE_CACHE: dict[tuple[str, str], tuple[float, float]] = {}
+
+
+def evaluate(inst: RoundInstance, per_gpu: dict[str, ThroughputMatrix], mech_name: str) -> Outcome:
+    """Allocate with true and with profiled matrices; judge both with the true ones."""
+    opts = MechanismOptions(time_limit_s=OPT_TIME_LIMIT_S) if mech_name.startswith("opt") else None
+    mech = make_mechanism(mech_name, opts)
+    key = (inst.name, mech_name)
+    if key not in _TRUE_CACHE:
+        t0 = time.perf_counter()
+        a_true = mech.allocate(inst)
+        _TRUE_CACHE[key] = (true_value(inst, a_true)[0], time.perf_counter() - t0)
+    v_true, s_true = _TRUE_CACHE[key]
+    prof = profiled_instance(inst, per_gpu)
+    t1 = time.perf_counter()
+    a_prof = mech.allocate(prof)
+    s_prof = time.perf_counter() - t1
+    v_prof, below = true_value(inst, a_prof)
+    viol = len(check_allocation(prof, a_prof))
+    return Outcome(v_true, v_prof, a_prof.total_throughput, below, viol, s_true, s_prof)
+
+
+def load_rounds(names: Sequence[str]) -> list[RoundInstance]:
+    """The named instances that exist under instances/."""
+    out = []
+    for fname in names:
+        path = ROOT / "instances" / fname
+        if path.exists():
+            out.append(load_instance(path))
+        else:
+            print(f"(skipping {fname}: not in instances/)")
+    return out
+
+
 def schedule_table(
-    names: Sequence[str], reports: dict[str, ProfileReport], mechanisms: Sequence[str]
+    rounds: Sequence[RoundInstance], per_gpu: dict[str, ThroughputMatrix], mechanisms: Sequence[str]
 ) -> tuple[str, float]:
     """Table 2, and the worst profiled/true ratio seen."""
     rows = []
     worst = math.inf
-    for fname in names:
-        path = ROOT / "instances" / fname
-        if not path.exists():
-            print(f"(skipping {fname}: not in instances/)")
-            continue
-        inst = load_instance(path)
-        prof = profiled_instance(inst, reports)
+    for inst in rounds:
         for m in mechanisms:
-            opts = MechanismOptions(time_limit_s=OPT_TIME_LIMIT_S) if m.startswith("opt") else None
-            mech = make_mechanism(m, opts)
-            t0 = time.perf_counter()
-            a_true = mech.allocate(inst)
-            t1 = time.perf_counter()
-            a_prof = mech.allocate(prof)
-            t2 = time.perf_counter()
-            v_true, _ = true_value(inst, a_true.jobs)
-            v_prof, below = true_value(inst, a_prof.jobs)
-            viol = check_allocation(prof, a_prof)
-            ratio = v_prof / v_true if v_true > 0 else math.nan
-            worst = min(worst, ratio)
+            o = evaluate(inst, per_gpu, m)
+            worst = min(worst, o.ratio)
             rows.append(
                 (
                     inst.name,
                     m,
                     len(inst.jobs),
-                    f"{v_true:.3f}",
-                    f"{v_prof:.3f}",
-                    f"{ratio:.4f}",
-                    f"{a_prof.total_throughput:.3f}",
-                    below,
-                    len(viol),
-                    f"{t1 - t0:.2f}/{t2 - t1:.2f}",
+                    f"{o.true_total:.3f}",
+                    f"{o.profiled_total:.3f}",
+                    f"{o.ratio:.4f}",
+                    f"{o.believed_total:.3f}",
+                    o.below_fair,
+                    o.violations,
+                    f"{o.seconds_true:.2f}/{o.seconds_profiled:.2f}",
                 )
             )
     head = (
@@ -198,6 +239,61 @@ def schedule_table(
         "seconds true/prof",
     )
     return table(rows, head), worst
+
+
+def linear_fill(rep: ProfileReport) -> ThroughputMatrix:
+    """The same measurements filled by linear interpolation instead of the step rule."""
+    pts = rep.cpu.measured()
+    xs = sorted(pts)
+    curve = np.interp(np.arange(1, rep.cpu.max_cpus + 1), xs, [pts[x] for x in xs])
+    curve = np.maximum.accumulate(curve)
+    cpu = dataclasses.replace(rep.cpu, curve=tuple(float(w) for w in curve))
+    return build_matrix(cpu, rep.mem_gb, rep.cache)
+
+
+def fill_table(
+    reports: dict[str, ProfileReport], rounds: Sequence[RoundInstance], mechanisms: Sequence[str]
+) -> str:
+    """Table 4: step (ours) against linear interpolation, same measurements."""
+    lib = shipped_profiles()
+    rules = {
+        "step (floor)": {n: r.matrix for n, r in reports.items()},
+        "linear": {n: linear_fill(r) for n, r in reports.items()},
+    }
+    rows = []
+    for rule, mats in rules.items():
+        over = 0
+        for n, w in mats.items():
+            t = lib.get(n).matrix(1)
+            over += matrix_error(w, t.lookup, range(1, t.cpus[-1] + 1), t.mem_gb).over_estimates
+        row: list[object] = [rule, over]
+        for inst in rounds:
+            for m in mechanisms:
+                o = evaluate(inst, mats, m)
+                row.append(f"{o.ratio:.4f} ({o.below_fair})")
+        rows.append(row)
+    head = ["fill rule", "over-estimated cells"] + [
+        f"{inst.name} {m}: ratio (below fair)" for inst in rounds for m in mechanisms
+    ]
+    return table(rows, head)
+
+
+def sweep_table(
+    settings: Sequence[tuple[float, int]], inst: RoundInstance, mechanisms: Sequence[str]
+) -> str:
+    """Table 5: what the threshold and the point budget trade, on one round."""
+    rows = []
+    for t, budget in settings:
+        reps = profile_all(t, budget)
+        pts = [r.points_measured for r in reps.values()]
+        row: list[object] = [f"{t:g}", budget, f"{statistics.mean(pts):.2f}", max(pts)]
+        for m in mechanisms:
+            row.append(f"{evaluate(inst, {n: r.matrix for n, r in reps.items()}, m).ratio:.4f}")
+        rows.append(row)
+    head = ["threshold", "budget", "mean pts", "max pts"] + [
+        f"{inst.name} {m} ratio" for m in mechanisms
+    ]
+    return table(rows, head)
 
 
 def workload_table(samples: int, repeats: int) -> str:
@@ -254,14 +350,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         mechs.append("opt")
     elif "opt" not in mechanism_names():
         print("(opt is not registered: TUNE only)")
-    names = INSTANCES[:1] if args.quick else INSTANCES
-    t2, worst = schedule_table(names, reports, mechs)
+    rounds = load_rounds(INSTANCES[:1] if args.quick else INSTANCES)
+    t2, worst = schedule_table(rounds, {n: r.matrix for n, r in reports.items()}, mechs)
     print("2. Schedulers fed profiled matrices, judged by the true (shipped) matrices")
     print(t2)
     print(f"worst ratio: {worst:.4f} (target >= 0.98)\n")
 
     print(f"3. Shipped workload through the command back-end (machine has {os.cpu_count()} cores)")
     print(workload_table(600 if args.quick else 1500, 3))
+    if args.quick:
+        return 0
+
+    print("\n4. Fill rule for unmeasured core counts, same measurements (ratio as in table 2)")
+    print(fill_table(reports, rounds, mechs))
+    print("\n5. Threshold and budget sweep, ratio as in table 2")
+    grid = [(t, args.max_points) for t in (0.05, 0.2, 0.3)] + [
+        (args.threshold, b) for b in (3, 4, 5, 6, 8, 12)
+    ]
+    for r in rounds:
+        print(sweep_table(grid, r, mechs))
     return 0
 
 

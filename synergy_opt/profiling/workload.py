@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import io
 import multiprocessing as mp
+import queue
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +35,8 @@ from PIL import Image
 #: ImageNet channel statistics (the usual torchvision normalisation constants).
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+#: Longest wait for every worker to be ready (imports and one warm-up sample).
+STARTUP_TIMEOUT_S = 120.0
 
 
 def synthetic_jpegs(count: int, size: int, seed: int) -> list[bytes]:
@@ -90,7 +93,7 @@ def _worker(
 ) -> None:
     rng = np.random.default_rng([seed, wid])
     augment(images[0], out_size, rng)  # warm-up: imports, allocator, decoder tables
-    start.wait()
+    start.wait(timeout=STARTUP_TIMEOUT_S)
     checksum = 0.0
     for i in indices:
         checksum += float(augment(images[i % len(images)], out_size, rng)[0, 0, 0])
@@ -114,12 +117,21 @@ def run(workers: int, samples: int, image_size: int, out_size: int, seed: int) -
     ]
     for p in procs:
         p.start()
-    start.wait()
+    start.wait(timeout=STARTUP_TIMEOUT_S)  # BrokenBarrierError if a worker died starting
     t0 = time.perf_counter()
     done = 0
-    for _ in procs:
-        _, n, _ = results.get()
+    waiting = len(procs)
+    while waiting:
+        try:
+            _, n, _ = results.get(timeout=1.0)
+        except queue.Empty:
+            # A worker that died never reports: fail instead of waiting forever.
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a worker exited with status {dead[0]}") from None
+            continue
         done += n
+        waiting -= 1
     elapsed = time.perf_counter() - t0
     for p in procs:
         p.join()
