@@ -155,13 +155,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="memory axis (--model: per GPU, default the profile's; --command: for the "
         "whole job, default 50, 100, ..., 500: the paper's 10 points on a 500 GB server)",
     )
-    p.add_argument("--minutes-per-point", type=positive_float, default=DEFAULT_MINUTES_PER_POINT)
+    p.add_argument(
+        "--minutes-per-point",
+        type=positive_float,
+        default=DEFAULT_MINUTES_PER_POINT,
+        metavar="MIN",
+        help="cost model for the report (the paper: 1 minute per point)",
+    )
     p.add_argument(
         "--timeout",
         type=positive_float,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help="--command: per-point time limit",
+        help="--command: per-point time limit (default 600); the process group is killed",
     )
     p.add_argument("-o", "--output", default=None, metavar="PROFILE.json")
     p.set_defaults(func=run)

@@ -7,7 +7,7 @@ reaching about 8 points instead of 24.  This module implements that search again
 abstract ``measure(cpus) -> throughput`` so that the same code drives a replayed profile, a
 user's command, or a crafted curve in a test.
 
-The search, in three steps:
+The search, in four steps:
 
 1. **Anchors.**  Measure the full core count (the paper's starting point: full resources),
    one core (an insensitive job can give every other core away, so its one-core speed must
@@ -36,13 +36,15 @@ interpolation that can never exceed a non-decreasing true curve -- linear interp
 between 6 and 9 cores of ``res18`` (1.75 -> 2.4) would promise 1.97 at 7 cores, where the job
 really runs at 1.75.  An over-estimate is what hurts a scheduler (it hands out cores that buy
 nothing, and can push a job below its true fair share); an under-estimate only makes it
-cautious.  The running maximum encodes free disposal: a job given more cores can always run
-on fewer, so a noisy dip is not reported as a slow-down.
+cautious.  (The shipped curves are concave where they are not measured, so there linear
+happens not to over-estimate either; ``bench/bench_profiling.py`` compares both fills on the
+same measurements.)  The running maximum encodes free disposal: a job given more cores can
+always run on fewer, so a noisy dip is not reported as a slow-down.
 
 A point whose measurement fails (:class:`MeasurementError`) is recorded with its reason and
 never retried; intervals simply bisect around it (when the full count fails, the search
 first bisects for the highest count that still runs), so a failing or hanging core count never
-aborts the profile.  Only when no point at all succeeds is :class:`ProfilingError` raised.
+aborts the profile.  Only when no point at all succeeds is :class:`NoPointMeasured` raised.
 """
 
 from __future__ import annotations
@@ -190,8 +192,8 @@ class _Search:
                 return
             # The full count failed: first find how high the job still runs (bisect between
             # the highest success and the lowest failure above it), else the knee search
-            # would never look above the anchors.
-            # Stop climbing once the highest success gains less than the threshold.
+            # would never look above the anchors; stop climbing once the highest success
+            # gains less than the threshold over the point below it (a plateau).
             top_ok = max(pts)
             failed_above = [c for c, m in self.tried.items() if not m.ok and c > top_ok]
             prev = max((c for c in pts if c < top_ok), default=None)
