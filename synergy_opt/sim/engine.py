@@ -209,6 +209,7 @@ class _Engine:
             if cost > 0 and not (js.last_round == round_no - 1 and js.last_placement == ja.placement):
                 run_s = r - cost
             js.last_round = round_no
+            js.rounds_run += 1
             js.last_placement = ja.placement
             if js.start_s is None:
                 js.start_s = t
@@ -307,6 +308,7 @@ class _Engine:
                 start_s=js.start_s,
                 finish_s=js.finish_s,
                 measured=self.measured[js.index],
+                rounds_run=js.rounds_run,
             )
             for js in self.jobs
         )

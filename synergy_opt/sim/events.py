@@ -85,6 +85,7 @@ class JobRecord:
     start_s: float | None
     finish_s: float | None
     measured: bool
+    rounds_run: int = 0
 
     @property
     def jct_s(self) -> float | None:

@@ -36,6 +36,7 @@ class JobState:
         "finish_s",
         "last_placement",
         "last_round",
+        "rounds_run",
     )
 
     def __init__(self, index: int, trace: TraceJob, job: Job, fair_tp: float) -> None:
@@ -55,6 +56,7 @@ class JobState:
         self.finish_s: float | None = None
         self.last_placement: object = None
         self.last_round = -2
+        self.rounds_run = 0
 
     @property
     def remaining_fair_s(self) -> float:
