@@ -197,3 +197,52 @@ def test_cli_command_failing_everywhere_exits_1(
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux only")
 def test_available_cpus_is_the_affinity_set() -> None:
     assert set(available_cpus()) == os.sched_getaffinity(0)
+
+
+def test_cli_replays_a_user_profile_file(tmp_path: Path) -> None:
+    # A user's own profile in the shipped schema: a job that saturates at 4 cores.
+    user = {
+        "models": {
+            "mynet": {
+                "category": "image",
+                "cpu_points": [1, 2, 4, 8, 16],
+                "mem_points_gb": [32, 64],
+                "throughput": [[0.3, 0.4], [0.6, 0.7], [1.0, 1.2], [1.0, 1.2], [1.0, 1.2]],
+            }
+        }
+    }
+    pfile = tmp_path / "mine.json"
+    pfile.write_text(json.dumps(user))
+    bare = tmp_path / "bare.json"
+    assert main(["profile", "--model", "mynet", "--profiles", str(pfile), "-o", str(bare)]) == 0
+    d = json.loads(bare.read_text())
+    assert d["max_cpus"] == 16 and d["saturation_cpus"] == 4
+    assert d["sensitivity"]["mem_gb"] == [64.0]  # no cache model: only full memory is known
+    assert any("no cache model" in n for n in d["notes"])
+    modelled = tmp_path / "modelled.json"
+    argv = ["profile", "--model", "mynet", "--profiles", str(pfile), "-o", str(modelled)]
+    argv += ["--dataset-gb", "100", "--storage-mbps", "50", "--mb-per-sample", "100"]
+    assert main(argv) == 0
+    w = matrix_from_dict(json.loads(modelled.read_text())["sensitivity"], "sensitivity")
+    assert w.mem_gb == (32.0, 64.0)
+    # R(32) = 50 / ((1 - 0.32) * 100) = 0.735 caps the 1.2 measured at full memory;
+    # R(64) = 50 / ((1 - 0.64) * 100) = 1.39 does not.
+    assert w.lookup(4, 32) == pytest.approx(50 / (0.68 * 100), rel=REL_TOL)
+    assert w.lookup(4, 64) == pytest.approx(1.2, rel=REL_TOL)
+
+
+def test_profiled_sensitivity_pastes_into_a_round_instance(tmp_path: Path) -> None:
+    from synergy_opt.io import instance_from_dict
+
+    out = tmp_path / "res18.json"
+    assert main(["profile", "--model", "res18", "-o", str(out)]) == 0
+    sens = json.loads(out.read_text())["sensitivity"]
+    inst = instance_from_dict(
+        {
+            "format": "synergy-round/1",
+            "name": "pasted",
+            "cluster": {"servers": [{"gpus": 8, "cpus": 24, "mem_gb": 500}]},
+            "jobs": [{"id": "j0", "gpus": 1, "model": "res18", "sensitivity": sens}],
+        }
+    )
+    assert inst.fair_share_throughput(inst.jobs[0]) == pytest.approx(1.0, rel=REL_TOL)
