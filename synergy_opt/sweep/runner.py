@@ -227,6 +227,9 @@ def _dask_client(address: str, workers: int) -> Any:
         from distributed import Client, LocalCluster
     except ImportError:
         raise SweepError("--dask: needs dask[distributed] (pip install 'synergy-opt[dist]')") from None
+    if not log.isEnabledFor(logging.DEBUG):
+        # Dask logs every worker's start and stop at INFO; a sweep's own progress bar says enough.
+        logging.getLogger("distributed").setLevel(logging.WARNING)
     if address == "local":
         cluster = LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
