@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -396,3 +397,91 @@ def test_shipped_alibaba_trace_converts(tmp_path: Path) -> None:
     write_trace(out, conv.jobs)
     assert len(read_trace(out, shipped_profiles())) == 6203
     json.dumps([j.model for j in conv.jobs])  # plain strings only
+
+
+# --------------------------------------------------------------------------- variants
+
+
+def test_share_no_allowed_server_can_feed_is_skipped(tmp_path: Path) -> None:
+    """A P100-only task on a cluster whose P100 servers have 8 cores per GPU: the
+    GPU-proportional share (from cluster totals) is 36 cores per GPU, so PROPORTIONAL
+    could never run it and a simulation would never end."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        "a,104000,524288,2,T4\n"
+        "b,16000,122880,2,P100\n"
+    )
+    pods = tmp_path / "pods.csv"
+    header = Path(PODS).read_text().splitlines()[0]
+    pods.write_text(
+        header + "\n"
+        "p-any,8000,16384,1,1000,,LS,Running,0,100,0\n"
+        "p-p100,8000,16384,1,1000,P100,LS,Running,1,100,1\n"
+        "p-t4,8000,16384,1,1000,T4,LS,Running,2,100,2\n"
+    )
+    conv = convert("alibaba-gpu-2023", [str(pods), str(nodes)])
+    assert conv.cluster is not None and conv.cluster.fair_share(1)[0] == 30
+    assert [j.id for j in conv.jobs] == ["p-any", "p-t4"]
+    assert dict(conv.report.skipped) == {
+        "its GPU-proportional share fits none of its allowed servers": 1
+    }
+
+
+def _variant(tmp_path: Path, name: str, keep: Callable[[int, list[str]], list[str] | None]) -> str:
+    """A pod list in the shipped schema, derived row by row from the default one."""
+    lines = (SHIPPED / "openb_pod_list_default.csv").read_text().splitlines()
+    out = [lines[0]]
+    for k, line in enumerate(lines[1:]):
+        row = keep(k, line.split(","))
+        if row is not None:
+            out.append(",".join(row))
+    path = tmp_path / f"openb_pod_list_{name}.csv"
+    path.write_text("\n".join(out) + "\n")
+    return str(path)
+
+
+#: gpu_spec values as they appear in the upstream ``gpuspec`` variants.
+SPECS = ("V100M16|V100M32", "T4", "G2", "P100", "G3", "G2|P100|T4|V100M16|V100M32",
+         "P100|T4|V100M16|V100M32")
+
+
+def _gpuspec(k: int, r: list[str]) -> list[str]:
+    if r[3] != "0" and k % 3 == 0:
+        r[5] = SPECS[(k // 3) % len(SPECS)]
+    return r
+
+
+def _multigpu(k: int, r: list[str]) -> list[str] | None:
+    return r if int(r[3]) >= 2 or k % 20 == 0 else None
+
+
+def _cpu_heavy(k: int, r: list[str]) -> list[str] | None:
+    return r if r[3] == "0" or k % 4 == 0 else None
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="shared Alibaba trace not present")
+@pytest.mark.parametrize(
+    ("name", "keep"), [("gpuspec", _gpuspec), ("multigpu", _multigpu), ("cpuheavy", _cpu_heavy)]
+)
+def test_variant_pod_lists_convert_and_simulate(
+    tmp_path: Path, name: str, keep: Callable[[int, list[str]], list[str] | None]
+) -> None:
+    """Variants emphasising GPU-type constraints, multi-GPU or CPU-only tasks convert with
+    no option changes, and every converted job finishes under PROPORTIONAL and TUNE on a
+    2 % stratified sample of the real nodes (where the share does not fit every server)."""
+    from synergy_opt.sim import SimConfig, simulate
+
+    pods = _variant(tmp_path, name, keep)
+    nodes = str(SHIPPED / "openb_node_list_all_node.csv")
+    # Skip the 17 pods created months before the rest (they run for weeks).
+    opts = ConvertOptions(nodes_fraction=0.02, skip_jobs=17, max_jobs=250)
+    conv = convert("alibaba-gpu-2023", [pods, nodes], opts)
+    assert conv.cluster is not None and len(conv.jobs) == 250
+    if name == "gpuspec":
+        assert sum(j.gpu_types is not None for j in conv.jobs) > 50
+    if name == "multigpu":
+        assert sum(j.gpus > 1 for j in conv.jobs) >= 10
+    for mech in ("proportional", "tune"):
+        res = simulate(SimConfig(conv.cluster, check_rounds=True), conv.jobs, mech, "fifo")
+        assert all(r.finish_s is not None for r in res.jobs), mech

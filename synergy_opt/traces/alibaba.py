@@ -25,13 +25,15 @@ gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_tim
   ``gpu_milli``, ``qos``, ``pod_phase``.
 
 Given the node list too, jobs that no node can host (a ``gpu_spec`` naming only absent GPU
-types, or more GPUs of the allowed types than the cluster has) are skipped and counted, so
-the trace always simulates on the cluster written beside it.
+types, more GPUs of the allowed types than the cluster has, or a GPU-proportional share that
+none of the allowed servers can feed, see :func:`proportional_placeable`) are skipped and
+counted, so the trace always simulates on the cluster written beside it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -52,7 +54,7 @@ from synergy_opt.traces.base import (
 )
 from synergy_opt.traces.mapping import category_for_request, pick_model
 from synergy_opt.traces.nodes import is_node_header, nodes_to_cluster, read_nodes
-from synergy_opt.types import Cluster
+from synergy_opt.types import MEM_EPS_GB, Cluster, Server
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +228,36 @@ def fits_cluster(job: TraceJob, cluster: Cluster, tally: Tally) -> bool:
     if job.gpus > sum(s.gpus for s in allowed):
         tally.skip("more GPUs (of its allowed types) than the cluster has")
         return False
+    if not proportional_placeable(job.gpus, allowed, cluster):
+        tally.skip("its GPU-proportional share fits none of its allowed servers")
+        return False
     return True
+
+
+def proportional_placeable(gpus: int, allowed: Sequence[Server], cluster: Cluster) -> bool:
+    """Whether the empty cluster could host ``gpus`` GPUs at the GPU-proportional share.
+
+    The share comes from the cluster totals (FORMATS.md), so on a heterogeneous cluster it
+    can exceed what the allowed servers have (a P100-only task: 16 cores for 2 GPUs, share
+    17 cores per GPU).  PROPORTIONAL could then never run the job and a simulation would
+    never end; such jobs are skipped and counted.  A job may be spread over servers, each
+    taking as many GPUs as its cores and memory feed at the per-GPU share.
+    """
+    cpus, mem = cluster.fair_share(gpus)
+    if any(s.gpus >= gpus and s.cpus >= cpus and s.mem_gb >= mem - MEM_EPS_GB for s in allowed):
+        return True
+    if gpus < 2:
+        return False
+    c1, m1 = cpus / gpus, mem / gpus
+    feed = 0
+    for s in allowed:
+        k = s.gpus
+        if c1 > 0:
+            k = min(k, math.floor(s.cpus / c1 + 1e-9))
+        if m1 > 0:
+            k = min(k, math.floor((s.mem_gb + MEM_EPS_GB) / m1))
+        feed += k
+    return feed >= gpus
 
 
 def split_inputs(inputs: Sequence[str]) -> tuple[str, str | None]:
