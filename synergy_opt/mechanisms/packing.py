@@ -92,8 +92,10 @@ class ClusterState:
 
     def first_fit(self, job: Job, g: int, c: int, m: float) -> int | None:
         """Lowest-index server that fits (g, c, m) and the job's GPU type."""
-        for i in range(len(self.servers)):
-            if self.fits(i, g, c, m) and job.may_use(self.servers[i]):
+        # Same test as ``fits``, inlined: GREEDY calls this for every queued job each round.
+        fg, fc, fm, lim = self.free_gpus, self.free_cpus, self.free_mem, m - MEM_EPS_GB
+        for i in range(len(fg)):
+            if fg[i] >= g and fc[i] >= c and fm[i] >= lim and job.may_use(self.servers[i]):
                 return i
         return None
 

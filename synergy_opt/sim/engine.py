@@ -54,7 +54,7 @@ from synergy_opt.sim.events import (
 )
 from synergy_opt.sim.state import JobState, prepare_jobs
 from synergy_opt.tracefile import TraceJob
-from synergy_opt.types import Allocation, RoundInstance
+from synergy_opt.types import Allocation, PlacementPart, RoundInstance
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ class _RoundPlan:
     """An allocation plus the numbers the engine needs from it, kept for reuse."""
 
     alloc: Allocation
+    #: (job, throughput, placement, dominant share) per scheduled job.
+    entries: tuple[tuple[JobState, float, tuple[PlacementPart, ...], float], ...]
     gpus: int
     cpus: int
     mem_gb: float
@@ -190,40 +192,35 @@ class _Engine:
         self.round_pending = False
         if not self.active:
             return  # everything finished; the next arrival schedules the next round
-        if self.static:
-            jobs = self.jobs
-            order = [jobs[i] for _, i in self.sorted_keys]
-        else:
-            key = self.policy
-            order = sorted(self.active.values(), key=lambda js: key(js, t))
-        plan = self._plan(order)
+        plan = self._plan(t)
         alloc = plan.alloc
         r = self.cfg.round_s
         end = t + r
         cost = self.cfg.preemption_cost_s
         round_no = len(self.rounds)
-        g_tot, c_tot, m_tot = self.total_gpus, self.total_cpus, self.total_mem
-        for ja in alloc.jobs:
-            js = self.by_id[ja.id]
+        eps = 1.0 - WORK_REL_EPS
+        for js, throughput, placement, dominant in plan.entries:
             run_s = r
-            if cost > 0 and not (js.last_round == round_no - 1 and js.last_placement == ja.placement):
-                run_s = r - cost
+            if cost > 0:
+                if not (js.last_round == round_no - 1 and js.last_placement == placement):
+                    run_s = r - cost
+                js.last_placement = placement
             js.last_round = round_no
             js.rounds_run += 1
-            js.last_placement = ja.placement
             if js.start_s is None:
                 js.start_s = t
             js.attained_gpu_s += js.gpus * r
-            js.attained_dominant_s += r * max(js.gpus / g_tot, ja.cpus / c_tot, ja.mem_gb / m_tot)
-            js.done += ja.throughput * run_s
-            if js.done >= js.work * (1.0 - WORK_REL_EPS):
+            js.attained_dominant_s += r * dominant
+            js.done += throughput * run_s
+            if js.done >= js.work * eps:
                 js.done = js.work
                 self.queue.push(end, Priority.COMPLETION, JobCompleted(js.index))
+        queued = len(self.active) - len(plan.entries)
         self.rounds.append(
             RoundRecord(
                 start_s=t,
-                queued=len(order) - len(alloc.jobs),
-                running=len(alloc.jobs),
+                queued=queued,
+                running=len(plan.entries),
                 gpus_used=plan.gpus,
                 cpus_used=plan.cpus,
                 mem_gb_used=plan.mem_gb,
@@ -234,43 +231,86 @@ class _Engine:
         )
         if not alloc.jobs and self.arrivals_left == 0:
             raise SimulationError(
-                f"round at {t:g} s: the mechanism scheduled none of the {len(order)} queued jobs "
-                "and no job is left to arrive, so the simulation can never finish"
+                f"round at {t:g} s: the mechanism scheduled none of the {len(self.active)} queued "
+                "jobs and no job is left to arrive, so the simulation can never finish"
             )
         self._schedule_round(end)
 
-    def _plan(self, order: list[JobState]) -> _RoundPlan:
+    def _ordered(self, t: float) -> list[JobState]:
+        """Every queued job, most important first."""
+        if self.static:
+            jobs = self.jobs
+            return [jobs[i] for _, i in self.sorted_keys]
+        key = self.policy
+        return sorted(self.active.values(), key=lambda js: key(js, t))
+
+    def _static_prefix(self) -> list[JobState]:
+        """The GPU-filling prefix of a statically ordered queue, without listing the rest."""
+        out: list[JobState] = []
+        free = self.total_gpus
+        jobs = self.jobs
+        for _, i in self.sorted_keys:
+            js = jobs[i]
+            out.append(js)
+            if js.gpus <= free:
+                free -= js.gpus
+                if free == 0:
+                    break
+        return out
+
+    def _plan(self, t: float) -> _RoundPlan:
         """The round's allocation: reused, from the GPU-filling prefix, or from everyone."""
-        n = len(order)
+        order: list[JobState] | None = None
+        n_active = len(self.active)
         if self.cfg.truncate_queue and not self.prefix_failed:
-            n = _gpu_prefix(order, self.total_gpus)
-            if n < len(order):
-                plan = self._allocate(order[:n])
+            if self.static:
+                prefix = self._static_prefix()
+            else:
+                order = self._ordered(t)
+                prefix = order[: _gpu_prefix(order, self.total_gpus)]
+            if len(prefix) < n_active:
+                plan = self._allocate(prefix)
                 if plan.gpus == self.total_gpus:
                     return plan
+                # A mechanism that skips jobs (GREEDY) left GPUs idle: later jobs may use
+                # them, so this round and the next ones see the whole queue.
                 self.prefix_failed = True
-        plan = self._allocate(order)
+        plan = self._allocate(order if order is not None else self._ordered(t))
         if plan.gpus == self.total_gpus:
             self.prefix_failed = False
         return plan
 
     def _allocate(self, jobs: list[JobState]) -> _RoundPlan:
-        key = tuple(js.index for js in jobs)
+        key = tuple([js.index for js in jobs])
         if self.cfg.reuse_allocations and key == self.last_key and self.last_plan is not None:
             self._last_mech_s = 0.0
             self._last_reused = True
             if self.cfg.check_rounds:
                 self._check(jobs, self.last_plan.alloc)
             return self.last_plan
-        inst = RoundInstance("sim", self.cfg.cluster, tuple(js.job for js in jobs))
+        inst = RoundInstance("sim", self.cfg.cluster, tuple([js.job for js in jobs]))
         t0 = time.perf_counter()
         alloc = self.mech.allocate(inst)
         self._last_mech_s = time.perf_counter() - t0
         self._last_reused = False
         if self.cfg.check_rounds:
             self._check(jobs, alloc, inst)
+        ig, ic, im = 1.0 / self.total_gpus, 1.0 / max(self.total_cpus, 1), 1.0 / max(self.total_mem, 1e-9)
+        by_id = self.by_id
+        entries = []
+        for ja in alloc.jobs:
+            # Dominant share of the cluster this round (read by the DRF policy).
+            dom = ja.gpus * ig
+            x = ja.cpus * ic
+            if x > dom:
+                dom = x
+            x = ja.mem_gb * im
+            if x > dom:
+                dom = x
+            entries.append((by_id[ja.id], ja.throughput, ja.placement, dom))
         plan = _RoundPlan(
             alloc,
+            tuple(entries),
             sum(ja.gpus for ja in alloc.jobs),
             sum(ja.cpus for ja in alloc.jobs),
             math.fsum(ja.mem_gb for ja in alloc.jobs),

@@ -85,6 +85,7 @@ def prepare_jobs(
     if not jobs:
         raise InputError("trace: no jobs to simulate")
     matrices: dict[tuple[str, int], ThroughputMatrix] = {}
+    canonical: dict[ThroughputMatrix, ThroughputMatrix] = {}
     built: list[Job] = []
     for j in jobs:
         key = (j.model, j.gpus)
@@ -94,7 +95,10 @@ def prepare_jobs(
                 prof = profiles.get(j.model)
             except KeyError as e:
                 raise InputError(f"trace: job {j.id}: model: {e.args[0]}") from None
-            m = matrices[key] = prof.matrix(j.gpus)
+            m = prof.matrix(j.gpus)
+            # One object per distinct matrix (several models share identical ones), so the
+            # mechanisms' per-matrix caches hit by identity instead of comparing values.
+            m = matrices[key] = canonical.setdefault(m, m)
         category = j.category if j.category is not None else profiles.get(j.model).category
         try:
             built.append(Job(j.id, j.gpus, m, j.model, category, j.split_penalty, j.gpu_types))
