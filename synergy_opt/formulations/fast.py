@@ -105,13 +105,15 @@ def useful_points(
 ) -> tuple[tuple[int, float, float], ...]:
     """Grid points (cpus, mem, W) meeting ``floor`` and, with ``prune``, not dominated.
 
+    A zero floor adds the below-grid point (0, 0, 0), as the reference model does.
+
     Sorted by (cpus, mem, -W), any dominating point precedes the point it dominates, so one
     pass against the kept points suffices.
     """
-    pts = sorted(
-        ((c, m, tp) for c, m, tp in w.points() if tp >= floor - THROUGHPUT_EPS),
-        key=lambda p: (p[0], p[1], -p[2]),
-    )
+    cand = [(c, m, tp) for c, m, tp in w.points() if tp >= floor - THROUGHPUT_EPS]
+    if floor <= 0.0:  # the below-grid point, worth 0 (see super_machine.grid_points)
+        cand.append((0, 0.0, 0.0))
+    pts = sorted(cand, key=lambda p: (p[0], p[1], -p[2]))
     if not prune:
         return tuple(pts)
     kept: list[tuple[int, float, float]] = []

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyomo.environ as pyo
 
+from synergy_opt.formulations.super_machine import grid_points
 from synergy_opt.types import Job, RoundInstance
 
 
@@ -39,7 +40,7 @@ def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[
     w: dict[tuple[int, int], float] = {}
     for j, job in enumerate(chosen):
         qs = []
-        for q, (c, m, tp) in enumerate(job.sensitivity.points()):
+        for q, (c, m, tp) in enumerate(grid_points(inst, job)):
             cpus[j, q], mem[j, q], w[j, q] = c, m, tp
             qs.append(q)
         configs[j] = tuple(qs)
@@ -134,16 +135,20 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
     )
 
     @m.Constraint(m.J)
-    def ext_cpus_cover_config(m: pyo.ConcreteModel, j: int) -> Any:
-        """sum_s cp[j,s] >= sum_q c_q y[j,q].  Why: the picked grid point must be paid for in cores."""
-        return pyo.quicksum(m.cp[j, s] for s in allowed[j]) >= pyo.quicksum(
+    def ext_cpus_match_config(m: pyo.ConcreteModel, j: int) -> Any:
+        """sum_s cp[j,s] = sum_q c_q y[j,q].  Why: the floor look-up then gives exactly W_j[q].
+
+        (With ">=" a non-monotone W_j could realise less, or more, than the objective credits;
+        any allocation can shed resources down to its floor grid point at no loss.)
+        """
+        return pyo.quicksum(m.cp[j, s] for s in allowed[j]) == pyo.quicksum(
             data["cpus"][j, q] * m.y[j, q] for q in configs[j]
         )
 
     @m.Constraint(m.J)
-    def ext_mem_covers_config(m: pyo.ConcreteModel, j: int) -> Any:
-        """sum_s mp[j,s] >= sum_q m_q y[j,q].  Why: the picked grid point must be paid for in memory."""
-        return pyo.quicksum(m.mp[j, s] for s in allowed[j]) >= pyo.quicksum(
+    def ext_mem_match_config(m: pyo.ConcreteModel, j: int) -> Any:
+        """sum_s mp[j,s] = sum_q m_q y[j,q].  Why: as for cores, memory is exactly the grid point's."""
+        return pyo.quicksum(m.mp[j, s] for s in allowed[j]) == pyo.quicksum(
             data["mem_gb"][j, q] * m.y[j, q] for q in configs[j]
         )
 

@@ -26,6 +26,21 @@ import pyomo.environ as pyo
 from synergy_opt.types import Job, RoundInstance
 
 
+def grid_points(inst: RoundInstance, job: Job) -> list[tuple[int, float, float]]:
+    """The job's grid points (cpus, mem_gb, W), plus the below-grid point (0, 0, 0) when needed.
+
+    When the fair-share point lies below the grid its throughput is 0, and so is any
+    allocation below the grid (floor look-up).  Without a zero point (4) would force such a
+    job onto a grid point it may not fit, making the model infeasible and Theorem 4.1 false;
+    with it, every fair allocation still maps to a feasible y.  Jobs with a positive fair
+    share cannot use it ((5) excludes it), so the paper's model is unchanged for them.
+    """
+    pts = list(job.sensitivity.points())
+    if inst.fair_share_throughput(job) <= 0.0:
+        pts.append((0, 0.0, 0.0))
+    return pts
+
+
 def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
     """Plain data for (1)-(5): jobs by position, every grid point of each W_j, C, M, floors.
 
@@ -39,7 +54,7 @@ def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[
     fair: dict[int, float] = {}
     for j, job in enumerate(chosen):
         qs = []
-        for q, (c, m, tp) in enumerate(job.sensitivity.points()):
+        for q, (c, m, tp) in enumerate(grid_points(inst, job)):
             cpus[j, q], mem[j, q], w[j, q] = c, m, tp
             qs.append(q)
         configs[j] = tuple(qs)

@@ -1,0 +1,273 @@
+"""The ``opt`` and ``opt-exact`` mechanisms: valid, bounded, never below TUNE, honest fallbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from synergy_opt.check import check_allocation
+from synergy_opt.cli import main
+from synergy_opt.formulations import super_machine
+from synergy_opt.io import allocation_to_dict, load_instance
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.mechanisms import opt as opt_mod
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.profiles import shipped_profiles
+from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
+from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server
+from tests.conftest import INSTANCES
+from tests.strategies import round_instances
+
+ABS_TOL = REL_TOL = 1e-6
+BACKENDS = ("highs", "ortools")
+SHIPPED = sorted(INSTANCES.rglob("*.json"))
+TINY = sorted((INSTANCES / "tiny").glob("*.json"))
+
+
+def approx(x: float) -> Any:
+    return pytest.approx(x, rel=REL_TOL, abs=ABS_TOL)
+
+
+def run(name: str, inst: RoundInstance, **opts: Any) -> Allocation:
+    return make_mechanism(name, MechanismOptions(**opts)).allocate(inst)
+
+
+def sm_optimum(inst: RoundInstance, jobs: list[Job]) -> float | None:
+    res = solve_pyomo(super_machine.build_super_machine(inst, jobs), "highs")
+    return res.objective if res.status is TerminationStatus.OPTIMAL else None
+
+
+def homogeneous_round(servers: int, seed: int, mix: tuple[tuple[int, float], ...]) -> RoundInstance:
+    """Shipped models (split 20/70/10) on 8-GPU/24-core/500-GB servers, GPUs 1.2x full."""
+    rng = random.Random(seed)
+    lib = shipped_profiles()
+    cats = ("image", "language", "speech")
+    jobs: list[Job] = []
+    demand = 0
+    while demand < 1.2 * 8 * servers:
+        prof = rng.choice(lib.by_category(rng.choices(cats, weights=(20, 70, 10))[0]))
+        g = rng.choices([g for g, _ in mix], weights=[p for _, p in mix])[0]
+        jobs.append(Job(f"j{len(jobs)}", g, prof.matrix(g), prof.name, prof.category))
+        demand += g
+    cluster = Cluster(tuple(Server(f"s{i}", 8, 24, 500.0) for i in range(servers)))
+    return RoundInstance(f"homog-{servers}", cluster, tuple(jobs))
+
+
+def test_registered() -> None:
+    assert {"opt", "opt-exact"} <= set(mechanism_names())
+
+
+# --------------------------------------------------------------------------- shipped instances
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_valid_bounded_and_not_below_tune(path: Path, backend: str) -> None:
+    inst = load_instance(path)
+    alloc = run("opt", inst, solver=backend)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.mechanism == "opt" and alloc.solver == backend
+    assert alloc.upper_bound == approx(sm_optimum(inst, select_runnable(inst)))
+    assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+    assert {j.id for j in alloc.jobs} == {j.id for j in select_runnable(inst)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("path", TINY, ids=lambda p: p.stem)
+def test_tiny_exact_optimum(path: Path, backend: str) -> None:
+    inst = load_instance(path)
+    expected = json.loads(path.read_text(encoding="utf-8"))["expected"]
+    exact = run("opt-exact", inst, solver=backend)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    assert exact.total_throughput == approx(expected["exact_optimum"])
+    assert exact.upper_bound == approx(expected["exact_optimum"])
+    alloc = run("opt", inst, solver=backend)
+    assert alloc.total_throughput == approx(expected["exact_optimum"])
+    assert alloc.upper_bound == approx(expected["super_machine_optimum"])
+
+
+def test_unique_optimum_allocation() -> None:
+    path = INSTANCES / "tiny" / "one-server-two-jobs.json"
+    inst = load_instance(path)
+    want = json.loads(path.read_text(encoding="utf-8"))["expected"]["allocation"]
+    alloc = run("opt", inst)
+    got = {j.id: {"cpus": j.cpus, "mem_gb": j.mem_gb} for j in alloc.jobs}
+    assert got == want
+
+
+@pytest.mark.parametrize("servers", [4, 16])
+def test_single_gpu_homogeneous_within_3_percent(servers: int) -> None:
+    inst = homogeneous_round(servers, seed=servers, mix=((1, 1.0),))
+    alloc = run("opt", inst)
+    assert alloc.upper_bound is not None
+    assert alloc.total_throughput >= 0.97 * alloc.upper_bound
+    assert alloc.total_throughput > run("tune", inst).total_throughput
+
+
+def test_deterministic_bytes() -> None:
+    inst = homogeneous_round(4, seed=7, mix=((1, 0.7), (2, 0.1), (4, 0.15), (8, 0.05)))
+    a, b = (allocation_to_dict(run("opt", inst)) for _ in range(2))
+    a.pop("solve_seconds")
+    b.pop("solve_seconds")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+# --------------------------------------------------------------------------- fallbacks
+
+
+def test_time_limit_fallback_to_tune(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    seen: list[float | None] = []
+
+    def timed_out(mm: Any, backend: str, **kw: Any) -> SolveResult:
+        seen.append(kw.get("time_limit"))
+        return SolveResult(TerminationStatus.TIME_LIMIT, None, 99.0, None, 0.5, backend)
+
+    monkeypatch.setattr(opt_mod, "solve_matrix", timed_out)
+    inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
+    with caplog.at_level(logging.WARNING, logger="synergy_opt.mechanisms.opt"):
+        alloc = run("opt", inst, time_limit_s=0.5)
+    tune = run("tune", inst)
+    assert seen and all(t is not None and t <= 0.5 for t in seen)
+    assert alloc.mechanism == "opt"
+    assert [j.placement for j in alloc.jobs] == [j.placement for j in tune.jobs]
+    assert alloc.upper_bound == 99.0  # the solver's dual bound, never an incumbent
+    assert alloc.notes and "fell back to tune" in alloc.notes[0] and "time_limit" in alloc.notes[0]
+    assert "fell back to tune" in caplog.text
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert allocation_to_dict(alloc)["notes"] == list(alloc.notes)
+
+
+def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_: Any, **__: Any) -> Any:
+        raise opt_mod.RoundingError("no whole-GPU placement for job x")
+
+    monkeypatch.setattr(opt_mod.Opt, "_configure", fail)
+    inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
+    alloc = run("opt", inst)
+    assert alloc.notes and "no whole-GPU placement" in alloc.notes[0]
+    assert alloc.upper_bound == approx(2.8)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+
+
+def test_better_of_prefers_tune_when_higher() -> None:
+    inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
+    tune = run("tune", inst)
+    prop = dataclasses.replace(run("proportional", inst), mechanism="opt", upper_bound=2.8)
+    out = opt_mod._better_of(inst, prop, tune, "opt", 0.0)
+    assert out.total_throughput == approx(tune.total_throughput)
+    assert out.notes and "returned tune's allocation" in out.notes[0]
+
+
+def test_exact_fallback_without_solution(monkeypatch: pytest.MonkeyPatch) -> None:
+    def nothing(model: Any, backend: str, **kw: Any) -> SolveResult:
+        return SolveResult(TerminationStatus.TIME_LIMIT, None, None, None, 0.1, backend)
+
+    monkeypatch.setattr(opt_mod, "solve_pyomo", nothing)
+    inst = load_instance(INSTANCES / "tiny" / "fair-share-binds.json")
+    alloc = run("opt-exact", inst, time_limit_s=1.0)
+    assert alloc.notes and "fell back to tune" in alloc.notes[0]
+    assert alloc.upper_bound is None
+    assert check_allocation(inst, alloc, fair_share=True) == []
+
+
+def test_heterogeneous_types_and_forced_spread() -> None:
+    """A 4-GPU job on 2-GPU servers must spread; typed jobs stay on their servers."""
+    lib = shipped_profiles()
+    cl = Cluster(
+        (
+            Server("a0", 2, 8, 200.0, "a100"),
+            Server("a1", 2, 8, 200.0, "a100"),
+            Server("v0", 4, 12, 300.0, "v100"),
+        )
+    )
+    jobs = (
+        Job("big", 4, lib.get("res18").matrix(4), split_penalty=0.9, gpu_types=("a100",)),
+        Job("v", 2, lib.get("m5").matrix(2), gpu_types=("v100",)),
+        Job("w", 2, lib.get("gnmt").matrix(2)),
+    )
+    inst = RoundInstance("het", cl, jobs)
+    for backend in BACKENDS:
+        alloc = run("opt", inst, solver=backend)
+        assert check_allocation(inst, alloc, fair_share=True) == []
+        big = next(j for j in alloc.jobs if j.id == "big")
+        assert {p.server for p in big.placement} == {"a0", "a1"}
+        assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=25)
+@given(inst=round_instances(max_jobs=6, max_servers=3, typed=True))
+def test_property_opt_valid_and_bounds_every_mechanism(inst: RoundInstance) -> None:
+    alloc = run("opt", inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    tune = run("tune", inst)
+    assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
+    bound = sm_optimum(inst, select_runnable(inst))
+    if bound is not None:
+        assert alloc.upper_bound == approx(bound)
+    if alloc.upper_bound is not None:
+        assert alloc.total_throughput <= alloc.upper_bound + ABS_TOL
+    # Theorem 4.1: the super-machine over a mechanism's scheduled jobs bounds its total
+    # whenever it keeps every job at its fair share.
+    jobs = {j.id: j for j in inst.jobs}
+    for name in ("proportional", "greedy", "tune", "opt"):
+        a = alloc if name == "opt" else run(name, inst)
+        if not a.jobs or check_allocation(inst, a, fair_share=True):
+            continue
+        b = sm_optimum(inst, [jobs[j.id] for j in a.jobs])
+        assert b is not None and a.total_throughput <= b + ABS_TOL, name
+
+
+@settings(max_examples=12)
+@given(inst=round_instances(max_jobs=4, max_servers=2, typed=True))
+def test_property_exact_bounds_tune_and_opt(inst: RoundInstance) -> None:
+    exact = run("opt-exact", inst, time_limit_s=5)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    if exact.notes:  # fell back or not proven optimal: nothing more to compare
+        return
+    for name in ("tune", "opt"):
+        assert run(name, inst).total_throughput <= exact.total_throughput + ABS_TOL
+    assert exact.upper_bound is not None
+    assert exact.total_throughput <= exact.upper_bound + ABS_TOL
+
+
+@settings(max_examples=10)
+@given(inst=round_instances(max_jobs=6, max_servers=3))
+def test_property_backends_agree(inst: RoundInstance) -> None:
+    a, b = (run("opt", inst, solver=s) for s in BACKENDS)
+    if a.upper_bound is not None and b.upper_bound is not None:
+        assert a.upper_bound == approx(b.upper_bound)
+
+
+# --------------------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cli_solve_then_check(tmp_path: Path, backend: str) -> None:
+    inst = INSTANCES / "tiny" / "placement-gap.json"
+    out = tmp_path / "alloc.json"
+    assert main(["solve", str(inst), "--mechanism", "opt", "--solver", backend, "-o", str(out)]) == 0
+    assert main(["check", str(inst), str(out), "--fair-share"]) == 0
+    d = json.loads(out.read_text(encoding="utf-8"))
+    assert d["mechanism"] == "opt" and d["upper_bound"] == approx(4.5)
+
+
+def test_cli_stdout_is_clean_json() -> None:
+    """HiGHS prints a banner from C++ on first use; it must not reach standard output."""
+    inst = INSTANCES / "tiny" / "fair-share-binds.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "synergy_opt.cli", "solve", str(inst), "--mechanism", "opt"],
+        capture_output=True, text=True, check=True,
+    )
+    assert json.loads(proc.stdout)["format"] == "synergy-allocation/1"
