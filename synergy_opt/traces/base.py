@@ -9,6 +9,8 @@ malformed row is an error naming the file, the line and the field, unless the us
 
 from __future__ import annotations
 
+import csv
+import io as _io
 import logging
 import math
 from collections import Counter
@@ -203,9 +205,6 @@ def read_csv(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
 
     Line numbers are physical lines (the header is line 1), as an editor shows them.
     """
-    import csv
-    import io as _io
-
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             text = f.read()
