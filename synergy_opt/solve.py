@@ -184,8 +184,9 @@ def _highs_matrix(
     else:
         dual_bound = objective if status is TerminationStatus.OPTIMAL else None
         gap = 0.0 if status is TerminationStatus.OPTIMAL else None
-    return SolveResult(status, objective, dual_bound, gap, runtime, "highs", x=x,
-                       message=h.modelStatusToString(ms))
+    return SolveResult(
+        status, objective, dual_bound, gap, runtime, "highs", x=x, message=h.modelStatusToString(ms)
+    )
 
 
 # --------------------------------------------------------------------------- OR-Tools
@@ -198,8 +199,15 @@ def _ortools_matrix(
 
     solver = pywraplp.Solver.CreateSolver("SCIP" if mm.is_mip else "GLOP")
     if solver is None:  # pragma: no cover - depends on the OR-Tools build
-        return SolveResult(TerminationStatus.ERROR, None, None, None, 0.0, "ortools",
-                           message="OR-Tools has no SCIP/GLOP")
+        return SolveResult(
+            TerminationStatus.ERROR,
+            None,
+            None,
+            None,
+            0.0,
+            "ortools",
+            message="OR-Tools has no SCIP/GLOP",
+        )
     inf = solver.infinity()
 
     def fin(v: float) -> float:
@@ -250,7 +258,11 @@ def _ortools_matrix(
     x = np.array([v.solution_value() for v in xs], dtype=np.float64) if has_sol else None
     objective = float(obj.Value()) if has_sol else None
     if mm.is_mip:
-        bound = float(obj.BestBound()) if has_sol or status is TerminationStatus.TIME_LIMIT else math.nan
+        bound = (
+            float(obj.BestBound())
+            if has_sol or status is TerminationStatus.TIME_LIMIT
+            else math.nan
+        )
         dual_bound = bound if math.isfinite(bound) else None
         gap = (
             abs(dual_bound - objective) / max(abs(objective), 1e-10)
@@ -282,8 +294,15 @@ def solve_matrix(
         res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex)
     else:
         res = _ortools_matrix(mm, time_limit, rel_gap, threads)
-    log.debug("%s %s: %s obj=%s bound=%s in %.3fs", mm.name, res.solver, res.status,
-              res.objective, res.dual_bound, res.runtime_s)
+    log.debug(
+        "%s %s: %s obj=%s bound=%s in %.3fs",
+        mm.name,
+        res.solver,
+        res.status,
+        res.objective,
+        res.dual_bound,
+        res.runtime_s,
+    )
     return res
 
 
@@ -321,8 +340,19 @@ def pyomo_to_matrix(model: Any) -> tuple[MatrixModel, list[Any]]:
     lower = np.array([-math.inf if v.lb is None else float(v.lb) for v in variables])
     upper = np.array([math.inf if v.ub is None else float(v.ub) for v in variables])
     integer = np.array([bool(v.is_integer()) for v in variables], dtype=bool)
-    mm = MatrixModel(cost, lower, upper, integer, np.array(rl), np.array(ru), start, idx, val,
-                     maximize=objs[0].sense == pyo.maximize, name=model.name)
+    mm = MatrixModel(
+        cost,
+        lower,
+        upper,
+        integer,
+        np.array(rl),
+        np.array(ru),
+        start,
+        idx,
+        val,
+        maximize=objs[0].sense == pyo.maximize,
+        name=model.name,
+    )
     return mm, variables
 
 
@@ -353,12 +383,19 @@ def solve_pyomo(
         mm, variables = pyomo_to_matrix(model)
         res = _ortools_matrix(mm, time_limit, rel_gap, threads)
         const = _objective_constant(model)
-        values = {} if res.x is None else {_key(v): float(x) for v, x in zip(variables, res.x, strict=True)}
+        values = (
+            {}
+            if res.x is None
+            else {_key(v): float(x) for v, x in zip(variables, res.x, strict=True)}
+        )
         return SolveResult(
             res.status,
             None if res.objective is None else res.objective + const,
             None if res.dual_bound is None else res.dual_bound + const,
-            res.mip_gap, res.runtime_s, res.solver, values,
+            res.mip_gap,
+            res.runtime_s,
+            res.solver,
+            values,
         )
     return _highs_pyomo(model, time_limit, rel_gap, threads, vertex)
 
@@ -401,7 +438,9 @@ def _highs_pyomo(
     values: dict[tuple[str, Any], float] = {}
     if has_sol:
         values = {_key(v): float(x) for v, x in res.solution_loader.get_vars().items()}
-    objective = float(res.incumbent_objective) if has_sol and res.incumbent_objective is not None else None
+    objective = (
+        float(res.incumbent_objective) if has_sol and res.incumbent_objective is not None else None
+    )
     bound = res.objective_bound
     dual_bound = float(bound) if bound is not None and math.isfinite(bound) else None
     if not is_mip and status is TerminationStatus.OPTIMAL:

@@ -113,7 +113,9 @@ def test_model_data_is_plain_and_deterministic() -> None:
 def test_binary_and_relaxed_domains() -> None:
     inst = two_job_round()
     assert all(v.is_binary() for v in super_machine.build_super_machine(inst).y.values())
-    assert not any(v.is_integer() for v in super_machine.build_super_machine(inst, relax=True).y.values())
+    assert not any(
+        v.is_integer() for v in super_machine.build_super_machine(inst, relax=True).y.values()
+    )
 
 
 # --------------------------------------------------------------------------- worked optima
@@ -155,7 +157,8 @@ def test_infeasible_status(backend: str) -> None:
     """Two 1-GPU jobs, one 1-GPU server: (pl2) cannot hold."""
     w = ThroughputMatrix.from_lists([1], [1.0], [[1.0]])
     inst = RoundInstance(
-        "inf", Cluster((Server("s0", 1, 4, 10.0), Server("s1", 1, 4, 10.0))),
+        "inf",
+        Cluster((Server("s0", 1, 4, 10.0), Server("s1", 1, 4, 10.0))),
         (Job("a", 1, w), Job("b", 1, w), Job("c", 1, w)),
     )
     res = solve_pyomo(placement.build_placement(inst, [(j, 1, 1.0) for j in inst.jobs]), backend)
@@ -222,7 +225,9 @@ def test_property_fast_equals_reference(inst: RoundInstance) -> None:
     k = fast.build_super_machine_fast(inst, run)
     for backend in BACKENDS:
         res = solve_matrix(k.matrix, backend)
-        assert (res.status is TerminationStatus.OPTIMAL) == (ref.status is TerminationStatus.OPTIMAL)
+        assert (res.status is TerminationStatus.OPTIMAL) == (
+            ref.status is TerminationStatus.OPTIMAL
+        )
         if ref.status is TerminationStatus.OPTIMAL:
             assert optimal(res) == approx(optimal(ref))
 
@@ -232,7 +237,9 @@ def test_property_fast_equals_reference(inst: RoundInstance) -> None:
 def test_property_backends_agree_and_lp_bounds_mip(inst: RoundInstance) -> None:
     run = select_runnable(inst)
     mip = [solve_pyomo(super_machine.build_super_machine(inst, run), b) for b in BACKENDS]
-    lp = [solve_pyomo(super_machine.build_super_machine(inst, run, relax=True), b) for b in BACKENDS]
+    lp = [
+        solve_pyomo(super_machine.build_super_machine(inst, run, relax=True), b) for b in BACKENDS
+    ]
     if mip[0].status is not TerminationStatus.OPTIMAL:
         assert mip[1].status is not TerminationStatus.OPTIMAL
         return
@@ -270,7 +277,9 @@ def placement_round(servers: int, seed: int) -> tuple[RoundInstance, list[tuple[
             (rng.choice(names), rng.choice((1, 1, 1, 2, 4))) for _ in range(3 * servers)
         )
     )
-    inst = RoundInstance("pl", Cluster(tuple(Server(f"s{i}", 8, 24, 500.0) for i in range(servers))), jobs)
+    inst = RoundInstance(
+        "pl", Cluster(tuple(Server(f"s{i}", 8, 24, 500.0) for i in range(servers))), jobs
+    )
     run = select_runnable(inst)
     k = fast.build_super_machine_fast(inst, run)
     res = solve_matrix(k.matrix)
@@ -302,6 +311,23 @@ def test_placement_vertex_splits_at_most_3s(seed: int, backend: str) -> None:
     ]
     pm = fast.build_placement_fast(inst, dcs)
     assert optimal(solve_matrix(pm.matrix, backend)) == approx(optimal(res))
+
+
+@settings(max_examples=25)
+@given(inst=round_instances(max_jobs=6, max_servers=3, typed=True))
+def test_property_placement_vertex_splits_at_most_3s(inst: RoundInstance) -> None:
+    run = select_runnable(inst)
+    k = fast.build_super_machine_fast(inst, run)
+    res = solve_matrix(k.matrix)
+    demands = []
+    for cl, picks in zip(k.classes, k.picks(res.x), strict=True):
+        members = iter(cl.members)
+        for (c, m, _), n in picks:
+            demands.extend((next(members), c, m) for _ in range(n))
+    for backend in BACKENDS:
+        pl = solve_pyomo(placement.build_placement(inst, demands), backend)
+        if pl.status is TerminationStatus.OPTIMAL:
+            assert len(placement.split_jobs(dict(pl.values))) <= 3 * len(inst.cluster.servers)
 
 
 def test_placement_respects_gpu_types() -> None:

@@ -113,6 +113,30 @@ def test_single_gpu_homogeneous_within_3_percent(servers: int) -> None:
     assert alloc.total_throughput > run("tune", inst).total_throughput
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("route", ["_lp_plan", "balanced", "tune"])
+def test_each_rounding_route_is_valid(route: str, backend: str) -> None:
+    """Every GPU-assignment route, re-optimised per server, gives a checked allocation."""
+    inst = load_instance(INSTANCES / "multi-gpu-128gpu.json")
+    mech = opt_mod.Opt(MechanismOptions(solver=backend))
+    run_ = select_runnable(inst)
+    k = opt_mod.build_super_machine_fast(inst, run_)
+    res = opt_mod.solve_matrix(k.matrix, backend)
+    tune = run("tune", inst)
+    plan_of = {
+        "_lp_plan": mech._lp_plan,
+        "balanced": opt_mod._balanced_plan,
+        "tune": opt_mod._tune_plan,
+    }[route]
+    plan = plan_of(inst, k.classes, k.picks(res.x), opt_mod._Clock(None), tune)
+    assert sorted(plan) == sorted(j.id for j in run_)
+    alloc = opt_mod.build_allocation(inst, "opt", mech._configure(inst, plan, opt_mod._Clock(None)))
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput <= (res.objective or 0.0) + ABS_TOL
+    if route == "tune":  # TUNE's points stay feasible per server: never below TUNE
+        assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
+
+
 def test_deterministic_bytes() -> None:
     inst = homogeneous_round(4, seed=7, mix=((1, 0.7), (2, 0.1), (4, 0.15), (8, 0.05)))
     a, b = (allocation_to_dict(run("opt", inst)) for _ in range(2))
@@ -212,6 +236,7 @@ def test_property_opt_valid_and_bounds_every_mechanism(inst: RoundInstance) -> N
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
     tune = run("tune", inst)
+    assert check_allocation(inst, tune, fair_share=True) == []
     assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
     bound = sm_optimum(inst, select_runnable(inst))
     if bound is not None:
@@ -257,7 +282,9 @@ def test_property_backends_agree(inst: RoundInstance) -> None:
 def test_cli_solve_then_check(tmp_path: Path, backend: str) -> None:
     inst = INSTANCES / "tiny" / "placement-gap.json"
     out = tmp_path / "alloc.json"
-    assert main(["solve", str(inst), "--mechanism", "opt", "--solver", backend, "-o", str(out)]) == 0
+    assert (
+        main(["solve", str(inst), "--mechanism", "opt", "--solver", backend, "-o", str(out)]) == 0
+    )
     assert main(["check", str(inst), str(out), "--fair-share"]) == 0
     d = json.loads(out.read_text(encoding="utf-8"))
     assert d["mechanism"] == "opt" and d["upper_bound"] == approx(4.5)
@@ -268,6 +295,8 @@ def test_cli_stdout_is_clean_json() -> None:
     inst = INSTANCES / "tiny" / "fair-share-binds.json"
     proc = subprocess.run(
         [sys.executable, "-m", "synergy_opt.cli", "solve", str(inst), "--mechanism", "opt"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(proc.stdout)["format"] == "synergy-allocation/1"

@@ -70,9 +70,17 @@ class MatrixModel:
     def relaxed(self) -> MatrixModel:
         """The same model with every column continuous (its LP relaxation)."""
         return MatrixModel(
-            self.cost, self.col_lower, self.col_upper, np.zeros_like(self.integer),
-            self.row_lower, self.row_upper, self.a_start, self.a_index, self.a_value,
-            self.maximize, self.name + "_lp",
+            self.cost,
+            self.col_lower,
+            self.col_upper,
+            np.zeros_like(self.integer),
+            self.row_lower,
+            self.row_upper,
+            self.a_start,
+            self.a_index,
+            self.a_value,
+            self.maximize,
+            self.name + "_lp",
         )
 
     def rows(self) -> list[list[tuple[int, float]]]:
@@ -143,7 +151,11 @@ class JobClass:
 
 
 def make_classes(
-    inst: RoundInstance, jobs: Sequence[Job], *, aggregate: bool = True, prune: bool = True,
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    *,
+    aggregate: bool = True,
+    prune: bool = True,
     floors: dict[str, float] | None = None,
 ) -> list[JobClass]:
     """Group ``jobs`` into classes (first-appearance order) with their useful grid points.
@@ -190,8 +202,11 @@ class KnapsackModel:
 
 
 def build_knapsack(
-    classes: Sequence[JobClass], capacity: Sequence[tuple[float, float]], *,
-    integer: bool = True, name: str = "super_machine_fast",
+    classes: Sequence[JobClass],
+    capacity: Sequence[tuple[float, float]],
+    *,
+    integer: bool = True,
+    name: str = "super_machine_fast",
 ) -> KnapsackModel:
     """(1)-(5) over classes: ``capacity[g] = (cores, GB)`` for each group a class may name."""
     n_cls = len(classes)
@@ -227,8 +242,12 @@ def build_knapsack(
 
 
 def build_super_machine_fast(
-    inst: RoundInstance, jobs: Sequence[Job], *, integer: bool = True,
-    aggregate: bool = True, prune: bool = True,
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    *,
+    integer: bool = True,
+    aggregate: bool = True,
+    prune: bool = True,
 ) -> KnapsackModel:
     """The super-machine (1)-(5) on one pooled group with every fast-path reduction."""
     classes = make_classes(inst, jobs, aggregate=aggregate, prune=prune)
@@ -269,14 +288,17 @@ def build_placement_fast(inst: RoundInstance, demands: Sequence[DemandClass]) ->
     for d, dc in enumerate(demands):
         for s in dc.allowed:
             r = n_d + 3 * s
-            cols.append([(d, 1.0), (r, float(dc.gpus)), (r + 1, float(dc.cpus)), (r + 2, float(dc.mem_gb))])
+            cols.append(
+                [(d, 1.0), (r, float(dc.gpus)), (r + 1, float(dc.cpus)), (r + 2, float(dc.mem_gb))]
+            )
             cost.append(float((s + 1) * dc.gpus))
             upper.append(float(len(dc.jobs)))
             colmap.append((d, s))
     start, idx, val = _csc(cols)
     counts = np.array([float(len(dc.jobs)) for dc in demands])
     cap = np.array(
-        [v for srv in inst.cluster.servers for v in (srv.gpus, srv.cpus, srv.mem_gb)], dtype=np.float64
+        [v for srv in inst.cluster.servers for v in (srv.gpus, srv.cpus, srv.mem_gb)],
+        dtype=np.float64,
     )
     n = len(cost)
     mm = MatrixModel(

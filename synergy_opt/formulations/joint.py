@@ -79,19 +79,37 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
     g, w, pen = data["g"], data["w"], data["penalty"]
     m.J = pyo.Set(initialize=sorted(configs), ordered=True, doc="jobs (by position)")
     m.S = pyo.Set(initialize=sorted(G), ordered=True, doc="servers (by position)")
-    m.JQ = pyo.Set(dimen=2, ordered=True, initialize=[(j, q) for j in sorted(configs) for q in configs[j]])
-    m.JS = pyo.Set(dimen=2, ordered=True, initialize=[(j, s) for j in sorted(allowed) for s in allowed[j]])
+    m.JQ = pyo.Set(
+        dimen=2, ordered=True, initialize=[(j, q) for j in sorted(configs) for q in configs[j]]
+    )
+    m.JS = pyo.Set(
+        dimen=2, ordered=True, initialize=[(j, s) for j in sorted(allowed) for s in allowed[j]]
+    )
     on: dict[int, list[int]] = {s: [] for s in G}
     for j, s in m.JS:
         on[s].append(j)
 
     m.y = pyo.Var(m.JQ, domain=pyo.Binary, doc="job j runs at grid point q")
-    m.a = pyo.Var(m.JS, domain=pyo.NonNegativeIntegers, bounds=lambda m, j, s: (0, min(g[j], G[s])), doc="GPUs of j on s")
+    m.a = pyo.Var(
+        m.JS,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda m, j, s: (0, min(g[j], G[s])),
+        doc="GPUs of j on s",
+    )
     m.u = pyo.Var(m.JS, domain=pyo.Binary, doc="job j has a part on server s")
-    m.cp = pyo.Var(m.JS, domain=pyo.NonNegativeIntegers, bounds=lambda m, j, s: (0, C[s]), doc="cores of j on s")
-    m.mp = pyo.Var(m.JS, domain=pyo.NonNegativeReals, bounds=lambda m, j, s: (0, M[s]), doc="GB of j on s")
+    m.cp = pyo.Var(
+        m.JS,
+        domain=pyo.NonNegativeIntegers,
+        bounds=lambda m, j, s: (0, C[s]),
+        doc="cores of j on s",
+    )
+    m.mp = pyo.Var(
+        m.JS, domain=pyo.NonNegativeReals, bounds=lambda m, j, s: (0, M[s]), doc="GB of j on s"
+    )
     m.v = pyo.Var(m.J, domain=pyo.Binary, doc="job j spans several servers")
-    m.t = pyo.Var(m.J, domain=pyo.NonNegativeReals, doc="W_j when spread, else 0 (linearised product)")
+    m.t = pyo.Var(
+        m.J, domain=pyo.NonNegativeReals, doc="W_j when spread, else 0 (linearised product)"
+    )
 
     def wsum(m: pyo.ConcreteModel, j: int) -> Any:
         return pyo.quicksum(w[j, q] * m.y[j, q] for q in configs[j])
@@ -125,13 +143,19 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
         return rule
 
     m.ext_gpu_capacity = pyo.Constraint(
-        m.S, rule=_cap("a", G), doc="sum_j a[j,s] <= G_s. Why: real servers, not one pooled machine."
+        m.S,
+        rule=_cap("a", G),
+        doc="sum_j a[j,s] <= G_s. Why: real servers, not one pooled machine.",
     )
     m.ext_cpu_capacity = pyo.Constraint(
-        m.S, rule=_cap("cp", C), doc="sum_j cp[j,s] <= C_s. Why: (2) per server, on the placed parts."
+        m.S,
+        rule=_cap("cp", C),
+        doc="sum_j cp[j,s] <= C_s. Why: (2) per server, on the placed parts.",
     )
     m.ext_mem_capacity = pyo.Constraint(
-        m.S, rule=_cap("mp", M), doc="sum_j mp[j,s] <= M_s. Why: (3) per server, on the placed parts."
+        m.S,
+        rule=_cap("mp", M),
+        doc="sum_j mp[j,s] <= M_s. Why: (3) per server, on the placed parts.",
     )
 
     @m.Constraint(m.J)
@@ -147,7 +171,7 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
 
     @m.Constraint(m.J)
     def ext_mem_match_config(m: pyo.ConcreteModel, j: int) -> Any:
-        """sum_s mp[j,s] = sum_q m_q y[j,q].  Why: as for cores, memory is exactly the grid point's."""
+        """sum_s mp[j,s] = sum_q m_q y[j,q].  Why: as for cores, exactly the point's memory."""
         return pyo.quicksum(m.mp[j, s] for s in allowed[j]) == pyo.quicksum(
             data["mem_gb"][j, q] * m.y[j, q] for q in configs[j]
         )
@@ -179,7 +203,7 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
 
     @m.Constraint(m.J)
     def ext_split_loss(m: pyo.ConcreteModel, j: int) -> Any:
-        """t_j >= W_j(y) - Wmax_j (1 - v_j).  Why: t_j = W_j v_j, so (1 - p_j) t_j is the penalty."""
+        """t_j >= W_j(y) - Wmax_j (1 - v_j).  Why: t_j = W_j v_j; (1 - p_j) t_j is the penalty."""
         return m.t[j] >= wsum(m, j) - data["w_max"][j] * (1 - m.v[j])
 
     return m

@@ -28,9 +28,7 @@ import pyomo.environ as pyo
 from synergy_opt.types import Job, RoundInstance
 
 
-def _model_data(
-    inst: RoundInstance, demands: Sequence[tuple[Job, int, float]]
-) -> dict[str, Any]:
+def _model_data(inst: RoundInstance, demands: Sequence[tuple[Job, int, float]]) -> dict[str, Any]:
     """Plain data: per job (g, c, m) and allowed servers; per server (G, C, M) and rank.
 
     ``demands`` lists ``(job, cpus, mem_gb)`` for every job to place.
@@ -97,9 +95,15 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:
 
         return rule
 
-    m.pl2_gpu_capacity = pyo.Constraint(m.S, rule=_cap(g, data["G"]), doc="(pl2) sum_j g_j x <= G_s")
-    m.pl3_cpu_capacity = pyo.Constraint(m.S, rule=_cap(c, data["C"]), doc="(pl3) sum_j c_j x <= C_s")
-    m.pl4_mem_capacity = pyo.Constraint(m.S, rule=_cap(mem, data["M"]), doc="(pl4) sum_j m_j x <= M_s")
+    m.pl2_gpu_capacity = pyo.Constraint(
+        m.S, rule=_cap(g, data["G"]), doc="(pl2) sum_j g_j x <= G_s"
+    )
+    m.pl3_cpu_capacity = pyo.Constraint(
+        m.S, rule=_cap(c, data["C"]), doc="(pl3) sum_j c_j x <= C_s"
+    )
+    m.pl4_mem_capacity = pyo.Constraint(
+        m.S, rule=_cap(mem, data["M"]), doc="(pl4) sum_j m_j x <= M_s"
+    )
     return m
 
 

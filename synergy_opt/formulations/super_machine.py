@@ -89,7 +89,9 @@ def build_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.Concret
         initialize=[(j, q) for j in sorted(configs) for q in configs[j]],
         doc="(job, grid point) pairs",
     )
-    m.y = pyo.Var(m.JQ, domain=pyo.UnitInterval if relax else pyo.Binary, doc="job j runs at point q")
+    m.y = pyo.Var(
+        m.JQ, domain=pyo.UnitInterval if relax else pyo.Binary, doc="job j runs at point q"
+    )
     w, c, mem = data["w"], data["cpus"], data["mem_gb"]
 
     @m.Objective(sense=pyo.maximize)

@@ -70,14 +70,23 @@ class RoundingError(RuntimeError):
 
 
 def _tune_fallback(
-    inst: RoundInstance, tune: Allocation, name: str, solver: str, upper: float | None,
-    notes: Sequence[str], t0: float,
+    inst: RoundInstance,
+    tune: Allocation,
+    name: str,
+    solver: str,
+    upper: float | None,
+    notes: Sequence[str],
+    t0: float,
 ) -> Allocation:
     """TUNE's allocation relabelled as ``name``, with the bound and the reasons."""
     for n in notes:
         log.warning("%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
-        tune, mechanism=name, solver=solver, upper_bound=upper, notes=tuple(notes),
+        tune,
+        mechanism=name,
+        solver=solver,
+        upper_bound=upper,
+        notes=tuple(notes),
         solve_seconds=time.perf_counter() - t0,
     )
 
@@ -146,19 +155,24 @@ class Opt:
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
             return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
-        log.info("super-machine optimum %.6g (%d columns, %.3fs)", res.objective or 0.0,
-                 ksm.matrix.num_cols, res.runtime_s)
+        log.info(
+            "super-machine optimum %.6g (%d columns, %.3fs)",
+            res.objective or 0.0,
+            ksm.matrix.num_cols,
+            res.runtime_s,
+        )
 
-        # Three integral GPU assignments, each re-optimised per server: the rounded vertex of
-        # the placement LP (the paper's route), a least-loaded packing of the super-machine
-        # points (balances cores and memory per server, which the vertex's split jobs upset),
-        # and TUNE's own (whose points the knapsack can always keep, so that candidate is never
-        # below TUNE).  The best one is returned.
+        # Up to three integral GPU assignments, each re-optimised per server: a least-loaded
+        # packing of the super-machine points (balances cores and memory per server), the
+        # rounded vertex of the placement LP (the paper's route), and TUNE's own (whose points
+        # the knapsack can always keep, so that candidate is never below TUNE).  The best is
+        # returned; the search stops early once a candidate reaches the super-machine bound.
         candidates: list[Allocation] = []
         errors: list[str] = []
+        target = (res.objective or 0.0) - 1e-9 * max(1.0, abs(res.objective or 0.0))
         for label, plan_of in (
-            ("placement LP", self._lp_plan),
             ("balanced packing", _balanced_plan),
+            ("placement LP", self._lp_plan),
             ("tune placement", _tune_plan),
         ):
             try:
@@ -168,20 +182,33 @@ class Opt:
                 errors.append(f"{label}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, label, e)
                 continue
-            candidates.append(
-                build_allocation(inst, self.name, placements, solver=solver, upper_bound=upper)
-            )
+            cand = build_allocation(inst, self.name, placements, solver=solver, upper_bound=upper)
+            log.info("opt on %s: %s reaches %.6g", inst.name, label, cand.total_throughput)
+            candidates.append(cand)
+            if cand.total_throughput >= target:
+                break
         if not candidates:
-            return _tune_fallback(inst, tune, self.name, solver, upper,
-                                  [f"fell back to tune: {'; '.join(errors)}"], t0)
+            return _tune_fallback(
+                inst,
+                tune,
+                self.name,
+                solver,
+                upper,
+                [f"fell back to tune: {'; '.join(errors)}"],
+                t0,
+            )
         mine = max(candidates, key=lambda a: a.total_throughput)
         return _better_of(inst, mine, tune, self.name, t0)
 
     # ------------------------------------------------------------------ rounding
 
     def _lp_plan(
-        self, inst: RoundInstance, classes: Sequence[JobClass],
-        picks: Sequence[Sequence[tuple[Point, int]]], clock: _Clock, tune: Allocation,
+        self,
+        inst: RoundInstance,
+        classes: Sequence[JobClass],
+        picks: Sequence[Sequence[tuple[Point, int]]],
+        clock: _Clock,
+        tune: Allocation,
     ) -> dict[str, list[tuple[int, int]]]:
         """GPUs per server from the placement LP's vertex (steps 2 and 3)."""
         demands = _demand_classes(inst, classes, picks)
@@ -212,7 +239,9 @@ class Opt:
             floor = fair / job.split_penalty if consolidable else fair
             pts = useful_points(job.sensitivity, floor)
             if not pts:
-                raise RoundingError(f"job {jid} must be spread but no grid point keeps its fair share")
+                raise RoundingError(
+                    f"job {jid} must be spread but no grid point keeps its fair share"
+                )
             cheapest = min(pts, key=lambda p: (p[0] / total_c + p[1] / total_m, p[0], p[1]))
             spread[jid] = _split(parts, cheapest)
             spread_pts[jid] = pts
@@ -234,7 +263,8 @@ class Opt:
         out: dict[str, list[PlacementPart]] = {}
         if classes:
             km = build_knapsack(
-                classes, [(max(c, 0.0), max(m, 0.0)) for c, m in zip(free_c, free_m, strict=True)],
+                classes,
+                [(max(c, 0.0), max(m, 0.0)) for c, m in zip(free_c, free_m, strict=True)],
                 name="per_server_fast",
             )
             res = self._solve(km.matrix, clock, rel_gap=CONFIGURE_REL_GAP)
@@ -269,8 +299,11 @@ class Opt:
 
 
 def _balanced_plan(
-    inst: RoundInstance, classes: Sequence[JobClass],
-    picks: Sequence[Sequence[tuple[Point, int]]], clock: _Clock, tune: Allocation,
+    inst: RoundInstance,
+    classes: Sequence[JobClass],
+    picks: Sequence[Sequence[tuple[Point, int]]],
+    clock: _Clock,
+    tune: Allocation,
 ) -> dict[str, list[tuple[int, int]]]:
     """Largest jobs first, each on the allowed server whose cores/memory load stays lowest.
 
@@ -289,7 +322,11 @@ def _balanced_plan(
     prio = {j.id: k for k, j in enumerate(inst.jobs)}
     items = sorted(
         ((dc, job) for dc in demands for job in dc.jobs),
-        key=lambda t: (-t[0].gpus, -(t[0].cpus / cap_c.mean() + t[0].mem_gb / cap_m.mean()), prio[t[1].id]),
+        key=lambda t: (
+            -t[0].gpus,
+            -(t[0].cpus / cap_c.mean() + t[0].mem_gb / cap_m.mean()),
+            prio[t[1].id],
+        ),
     )
     plan: dict[str, list[tuple[int, int]]] = {}
     for dc, job in items:
@@ -305,7 +342,9 @@ def _balanced_plan(
             used_c[s] += dc.cpus
             used_m[s] += dc.mem_gb
             continue
-        order = sorted((int(s) for s in np.flatnonzero(allowed & (free_g > 0))), key=lambda s: (-free_g[s], s))
+        order = sorted(
+            (int(s) for s in np.flatnonzero(allowed & (free_g > 0))), key=lambda s: (-free_g[s], s)
+        )
         parts: list[tuple[int, int]] = []
         need = dc.gpus
         for s in order:
@@ -325,8 +364,11 @@ def _balanced_plan(
 
 
 def _tune_plan(
-    inst: RoundInstance, classes: Sequence[JobClass],
-    picks: Sequence[Sequence[tuple[Point, int]]], clock: _Clock, tune: Allocation,
+    inst: RoundInstance,
+    classes: Sequence[JobClass],
+    picks: Sequence[Sequence[tuple[Point, int]]],
+    clock: _Clock,
+    tune: Allocation,
 ) -> dict[str, list[tuple[int, int]]]:
     """GPUs per server exactly as TUNE placed them."""
     index = {s.name: i for i, s in enumerate(inst.cluster.servers)}
@@ -396,14 +438,22 @@ def _assign_gpus(
         g = dc.gpus
         fits = [s for s in dc.allowed if free_g[s] >= g]
         if fits:
-            def score(s: int) -> tuple[float, ...]:
+
+            def score(
+                s: int, dc: DemandClass = dc, rest: dict[int, float] = rest
+            ) -> tuple[float, ...]:
                 # Where the point fits in cores and memory first (else the per-server
                 # re-optimisation must shrink someone), then where the vertex put it, then
                 # best fit on GPUs so larger jobs still find a whole server.
                 sc = (free_c[s] - dc.cpus) / max(servers[s].cpus, 1)
                 sm = (free_m[s] - dc.mem_gb) / max(servers[s].mem_gb, 1e-9)
-                return (0.0 if min(sc, sm) >= -1e-9 else -min(sc, sm), -rest.get(s, 0.0),
-                        free_g[s], -(sc + sm), s)
+                return (
+                    0.0 if min(sc, sm) >= -1e-9 else -min(sc, sm),
+                    -rest.get(s, 0.0),
+                    free_g[s],
+                    -(sc + sm),
+                    s,
+                )
 
             s = min(fits, key=score)
             plan[job.id] = [(s, g)]
@@ -422,8 +472,12 @@ def _assign_gpus(
                 break
         if need:
             raise RoundingError(f"no whole-GPU placement for job {job.id}")
-        for (s, k), c, m in zip(parts, split_cpus(dc.cpus, [k for _, k in parts]),
-                                split_mem(dc.mem_gb, [k for _, k in parts]), strict=True):
+        for (s, k), c, m in zip(
+            parts,
+            split_cpus(dc.cpus, [k for _, k in parts]),
+            split_mem(dc.mem_gb, [k for _, k in parts]),
+            strict=True,
+        ):
             free_g[s] -= k
             free_c[s] -= c
             free_m[s] -= m
@@ -459,7 +513,10 @@ class OptExact:
         res = solve_pyomo(model, solver, time_limit=left, threads=self.options.threads)
         upper = res.dual_bound
         if not res.has_solution:
-            note = f"fell back to tune: joint model ended {res.status} ({res.solver}) without a solution"
+            note = (
+                f"fell back to tune: joint model ended {res.status} ({res.solver}) "
+                "without a solution"
+            )
             return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
         notes = []
         if res.status is not TerminationStatus.OPTIMAL:
@@ -477,6 +534,7 @@ class OptExact:
                     m = max(0.0, v.get(("mp", (j, s)), 0.0))
                     parts.append(PlacementPart(names[s], a, c, m))
             placements[job.id] = parts
-        mine = build_allocation(inst, self.name, placements, solver=solver, upper_bound=upper,
-                                notes=notes)
+        mine = build_allocation(
+            inst, self.name, placements, solver=solver, upper_bound=upper, notes=notes
+        )
         return _better_of(inst, mine, tune, self.name, t0)
