@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
-from synergy_opt.types import Allocation, Job, RoundInstance
+from synergy_opt.types import Allocation, Cluster, Job, RoundInstance
 
 #: Absolute slack for throughput and memory comparisons.
 ABS_TOL: float = 1e-6
@@ -59,17 +60,30 @@ def fair_share_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     the job is larger than any single server it may use: then even PROPORTIONAL must spread
     it, so the penalty is part of its GPU-proportional baseline.
     """
-    g_total = sum(s.gpus for s in inst.cluster.servers)
-    c_total = sum(s.cpus for s in inst.cluster.servers)
-    m_total = math.fsum(s.mem_gb for s in inst.cluster.servers)
+    g_total, c_total, m_total, biggest = _cluster_facts(inst.cluster)
     fair_c = (job.gpus * c_total) // g_total
     fair_m = job.gpus * m_total / g_total
     fair_tp = _floor_lookup(job, fair_c, fair_m)
-    usable = [
-        s.gpus for s in inst.cluster.servers if job.gpu_types is None or s.gpu_type in job.gpu_types
-    ]
-    forced_split = job.gpus > max(usable, default=0)
+    if job.gpu_types is None:
+        most = max(biggest.values(), default=0)
+    else:
+        most = max((biggest.get(t, 0) for t in job.gpu_types), default=0)
+    forced_split = job.gpus > most
     return fair_tp, fair_tp * (job.split_penalty if forced_split else 1.0)
+
+
+@lru_cache(maxsize=16)
+def _cluster_facts(cluster: Cluster) -> tuple[int, int, float, dict[str | None, int]]:
+    """G, C, M and the biggest server per GPU type, once per cluster (not once per job)."""
+    biggest: dict[str | None, int] = {}
+    for s in cluster.servers:
+        biggest[s.gpu_type] = max(biggest.get(s.gpu_type, 0), s.gpus)
+    return (
+        sum(s.gpus for s in cluster.servers),
+        sum(s.cpus for s in cluster.servers),
+        math.fsum(s.mem_gb for s in cluster.servers),
+        biggest,
+    )
 
 
 def check_allocation(
