@@ -51,15 +51,21 @@ def test_fifo_orders_by_arrival_then_index() -> None:
 
 
 def test_srtf_orders_by_remaining_fair_share_time() -> None:
-    jobs = [FakeJob(0, remaining_fair_s=900), FakeJob(1, remaining_fair_s=100),
-            FakeJob(2, remaining_fair_s=500, arrival_s=-5)]
+    jobs = [
+        FakeJob(0, remaining_fair_s=900),
+        FakeJob(1, remaining_fair_s=100),
+        FakeJob(2, remaining_fair_s=500, arrival_s=-5),
+    ]
     assert order("srtf", jobs) == [1, 2, 0]
 
 
 def test_las_counts_gpu_seconds_not_wall_seconds() -> None:
     # A 4-GPU job that ran 1000 s has attained 4000 GPU-s: more than a 1-GPU job's 3000.
-    jobs = [FakeJob(0, gpus=4, attained_gpu_s=4000), FakeJob(1, gpus=1, attained_gpu_s=3000),
-            FakeJob(2, attained_gpu_s=0)]
+    jobs = [
+        FakeJob(0, gpus=4, attained_gpu_s=4000),
+        FakeJob(1, gpus=1, attained_gpu_s=3000),
+        FakeJob(2, attained_gpu_s=0),
+    ]
     assert order("las", jobs) == [2, 1, 0]
 
 

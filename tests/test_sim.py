@@ -30,7 +30,7 @@ from synergy_opt.types import Allocation, RoundInstance
 
 ABS_TOL = REL_TOL = 1e-6
 DATA = Path(__file__).parent / "data" / "sim"
-HEURISTICS = ("proportional", "greedy", "tune", "tune-inorder")
+HEURISTICS = ("proportional", "greedy", "tune", "tune-inorder", "tetris")
 POLICIES = ("fifo", "srtf", "las", "ftf", "drf")
 
 
@@ -71,9 +71,15 @@ def test_event_queue_orders_by_time_then_priority_then_insertion() -> None:
 def test_golden_ten_job_trace_matches_the_hand_worked_schedule(tmp_path: Path) -> None:
     expected = json.loads((DATA / "golden10_expected.json").read_text())
     cfg = SimConfig(cluster_from_dict(expected["cluster"]), round_s=expected["round_s"])
-    res = simulate(cfg, read_trace(DATA / "golden10.csv"), expected["mechanism"], expected["policy"])
-    assert {j.id: j.start_s for j in res.jobs} == {k: float(v) for k, v in expected["start_s"].items()}
-    assert {j.id: j.finish_s for j in res.jobs} == {k: float(v) for k, v in expected["finish_s"].items()}
+    res = simulate(
+        cfg, read_trace(DATA / "golden10.csv"), expected["mechanism"], expected["policy"]
+    )
+    assert {j.id: j.start_s for j in res.jobs} == {
+        k: float(v) for k, v in expected["start_s"].items()
+    }
+    assert {j.id: j.finish_s for j in res.jobs} == {
+        k: float(v) for k, v in expected["finish_s"].items()
+    }
     summary = summarize(res)
     for key, value in expected["summary"].items():
         assert summary[key] == pytest.approx(value, rel=REL_TOL, abs=ABS_TOL), key
@@ -98,12 +104,17 @@ def test_preemption_cost_is_paid_on_start_and_on_every_move_only() -> None:
     # needs 3 rounds (240 + 300 + 60) instead of 2.
     trace = [TraceJob("a", 0.0, 1, "gnmt", 600.0)]
     free = simulate(SimConfig(paper_cluster()), trace, "proportional", "fifo")
-    costly = simulate(SimConfig(paper_cluster(), preemption_cost_s=60.0), trace, "proportional", "fifo")
+    costly = simulate(
+        SimConfig(paper_cluster(), preemption_cost_s=60.0), trace, "proportional", "fifo"
+    )
     assert free.jobs[0].finish_s == 600.0 and costly.jobs[0].finish_s == 900.0
 
 
 def test_idle_stretches_are_skipped_to_the_next_arrival() -> None:
-    trace = [TraceJob("a", 0.0, 1, "gnmt", 300.0), TraceJob("b", 10 * 86400.0 + 1, 1, "gnmt", 300.0)]
+    trace = [
+        TraceJob("a", 0.0, 1, "gnmt", 300.0),
+        TraceJob("b", 10 * 86400.0 + 1, 1, "gnmt", 300.0),
+    ]
     res = simulate(SimConfig(paper_cluster()), trace, "tune", "fifo")
     assert len(res.rounds) == 2
     assert res.jobs[1].start_s == 10 * 86400.0 + 300.0
@@ -150,7 +161,9 @@ def test_every_policy_runs_every_job_with_tune(policy: str) -> None:
 
 def test_policy_changes_who_waits() -> None:
     trace = small_trace(jobs=60)
-    by = {p: summarize(simulate(small_cluster(), trace, "proportional", p)) for p in ("fifo", "srtf")}
+    by = {
+        p: summarize(simulate(small_cluster(), trace, "proportional", p)) for p in ("fifo", "srtf")
+    }
     # Shortest-remaining-time first minimises average JCT on a queueing trace.
     assert by["srtf"]["avg_jct_hours"] < by["fifo"]["avg_jct_hours"]
 
@@ -224,8 +237,14 @@ def test_an_over_full_allocation_fails_the_debug_check() -> None:
 
         def allocate(self, inst: RoundInstance) -> Allocation:
             a = inner.allocate(inst)
-            jobs = tuple(replace(ja, cpus=ja.cpus * 2, placement=tuple(
-                replace(p, cpus=p.cpus * 2) for p in ja.placement)) for ja in a.jobs)
+            jobs = tuple(
+                replace(
+                    ja,
+                    cpus=ja.cpus * 2,
+                    placement=tuple(replace(p, cpus=p.cpus * 2) for p in ja.placement),
+                )
+                for ja in a.jobs
+            )
             return replace(a, jobs=jobs)
 
     trace = [TraceJob(f"j{k}", 0.0, 1, "gnmt", 600.0) for k in range(9)]

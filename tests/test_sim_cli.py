@@ -11,13 +11,30 @@ from synergy_opt.cli import main
 
 DATA = Path(__file__).parent / "data" / "sim"
 SUMMARY_KEYS = {
-    "format", "policy", "mechanism", "cluster", "jobs_measured", "avg_jct_hours", "p50_jct_hours",
-    "p95_jct_hours", "p99_jct_hours", "makespan_hours", "avg_queueing_hours", "gpu_util",
-    "cpu_util", "mem_util", "rounds", "mechanism_seconds_per_round", "seed", "wall_seconds",
+    "format",
+    "policy",
+    "mechanism",
+    "cluster",
+    "jobs_measured",
+    "avg_jct_hours",
+    "p50_jct_hours",
+    "p95_jct_hours",
+    "p99_jct_hours",
+    "makespan_hours",
+    "avg_queueing_hours",
+    "gpu_util",
+    "cpu_util",
+    "mem_util",
+    "rounds",
+    "mechanism_seconds_per_round",
+    "seed",
+    "wall_seconds",
 }
 
 
-def test_simulate_on_defaults_writes_the_documented_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_on_defaults_writes_the_documented_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     assert main(["simulate", "--jobs", "60", "--window", "10:50", "-o", str(out), "--plots"]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -35,8 +52,18 @@ def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
     expected = json.loads((DATA / "golden10_expected.json").read_text())
     cluster = tmp_path / "cluster.json"
     cluster.write_text(json.dumps(expected["cluster"]))
-    args = ["simulate", "--trace", str(DATA / "golden10.csv"), "--cluster", str(cluster),
-            "--mechanism", "proportional", "-o", str(tmp_path / "o"), "--quiet"]
+    args = [
+        "simulate",
+        "--trace",
+        str(DATA / "golden10.csv"),
+        "--cluster",
+        str(cluster),
+        "--mechanism",
+        "proportional",
+        "-o",
+        str(tmp_path / "o"),
+        "--quiet",
+    ]
     assert main(args) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["rounds"] == 9 and summary["seed"] is None
@@ -44,12 +71,26 @@ def test_simulate_replays_a_trace_file(tmp_path: Path) -> None:
 
 def test_compare_runs_every_pair_on_one_trace(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
-    args = ["compare", "--jobs", "40", "--mechanisms", "proportional,tune", "--policies", "fifo,srtf",
-            "-o", str(out), "--quiet"]
+    args = [
+        "compare",
+        "--jobs",
+        "40",
+        "--mechanisms",
+        "proportional,tune",
+        "--policies",
+        "fifo,srtf",
+        "-o",
+        str(out),
+        "--quiet",
+    ]
     assert main(args) == 0
     doc = json.loads((out / "compare.json").read_text())
     assert [(r["policy"], r["mechanism"]) for r in doc["runs"]] == [
-        ("fifo", "proportional"), ("fifo", "tune"), ("srtf", "proportional"), ("srtf", "tune")]
+        ("fifo", "proportional"),
+        ("fifo", "tune"),
+        ("srtf", "proportional"),
+        ("srtf", "tune"),
+    ]
     assert (out / "jct_cdf.png").exists() and (out / "srtf-tune" / "summary.json").exists()
 
 

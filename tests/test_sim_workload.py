@@ -25,7 +25,7 @@ def test_balanced_split_hits_the_target_counts_exactly() -> None:
     image = Counter(j.model for j in jobs if j.category == "image")
     assert set(image.values()) == {40}
     # Every prefix stays within one job of its target share.
-    seen = Counter()
+    seen: Counter[str] = Counter()
     for n, j in enumerate(jobs, start=1):
         seen[j.category] += 1
         assert abs(seen["language"] - 0.7 * n) <= 1.0

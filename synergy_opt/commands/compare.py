@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from synergy_opt.commands.common import UsageError
 from synergy_opt.commands.simulate import (
     add_common_options,
     build_config,
@@ -21,7 +22,6 @@ from synergy_opt.commands.simulate import (
     format_table,
     run_one,
 )
-from synergy_opt.commands.common import UsageError
 from synergy_opt.io import write_json_atomic
 from synergy_opt.mechanisms import mechanism_names
 from synergy_opt.policies import policy_names
@@ -45,10 +45,17 @@ def _names(text: str, option: str) -> list[str]:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``compare`` sub-command."""
-    p = sub.add_parser("compare", help="several mechanisms/policies on one trace", description=__doc__)
-    p.add_argument("--mechanisms", default=DEFAULT_MECHANISMS,
-                   help=f"comma-separated; known: {', '.join(mechanism_names())}")
-    p.add_argument("--policies", default="fifo", help=f"comma-separated; known: {', '.join(policy_names())}")
+    p = sub.add_parser(
+        "compare", help="several mechanisms/policies on one trace", description=__doc__
+    )
+    p.add_argument(
+        "--mechanisms",
+        default=DEFAULT_MECHANISMS,
+        help=f"comma-separated; known: {', '.join(mechanism_names())}",
+    )
+    p.add_argument(
+        "--policies", default="fifo", help=f"comma-separated; known: {', '.join(policy_names())}"
+    )
     p.add_argument("-o", "--output", default="out/compare", metavar="DIR")
     add_common_options(p)
     p.set_defaults(func=run)

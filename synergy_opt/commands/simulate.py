@@ -28,7 +28,13 @@ from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimResult, SimulationError, simulate
 from synergy_opt.sim.metrics import summarize, write_outputs
-from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS, WorkloadSpec, generate_workload
+from synergy_opt.sim.workload import (
+    ASSIGNMENTS,
+    DURATIONS,
+    WORKLOADS,
+    WorkloadSpec,
+    generate_workload,
+)
 from synergy_opt.tracefile import TraceJob, read_trace
 from synergy_opt.types import Cluster
 
@@ -47,39 +53,89 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     c.add_argument("--gpus-per-server", type=positive_int, default=8)
     c.add_argument("--cpus-per-server", type=nonneg_int, default=24)
     c.add_argument("--mem-per-server-gb", type=nonneg_float, default=500.0)
-    c.add_argument("--cluster", metavar="CLUSTER.json", default=None,
-                   help="a cluster object (FORMATS.md section 1) instead of the four options above")
+    c.add_argument(
+        "--cluster",
+        metavar="CLUSTER.json",
+        default=None,
+        help="a cluster object (FORMATS.md section 1) instead of the four options above",
+    )
     w = p.add_argument_group("workload")
-    w.add_argument("--trace", metavar="TRACE.csv", default=None, help="replay this trace (FORMATS.md 5)")
+    w.add_argument(
+        "--trace", metavar="TRACE.csv", default=None, help="replay this trace (FORMATS.md 5)"
+    )
     w.add_argument("--workload", choices=WORKLOADS, default="single-gpu")
     w.add_argument("--jobs", type=positive_int, default=1000, help="jobs to generate")
-    w.add_argument("--arrival-rate", type=nonneg_float, default=9.0, metavar="JOBS_PER_HOUR",
-                   help="Poisson arrival rate; 0 submits every job at time 0")
-    w.add_argument("--split", default="20,70,10", metavar="IMAGE,LANGUAGE,SPEECH",
-                   help="percentages of jobs per task category")
-    w.add_argument("--durations", choices=DURATIONS, default="synthetic",
-                   help="synthetic (Gavel/Philly-like) or sampled from the Philly run times")
-    w.add_argument("--assignment", choices=ASSIGNMENTS, default="balanced",
-                   help="model assignment: balanced per split (the artifact's) or i.i.d.")
-    w.add_argument("--profiles", metavar="PROFILES.json", default=None,
-                   help="model profiles (default: the shipped ones)")
+    w.add_argument(
+        "--arrival-rate",
+        type=nonneg_float,
+        default=9.0,
+        metavar="JOBS_PER_HOUR",
+        help="Poisson arrival rate; 0 submits every job at time 0",
+    )
+    w.add_argument(
+        "--split",
+        default="20,70,10",
+        metavar="IMAGE,LANGUAGE,SPEECH",
+        help="percentages of jobs per task category",
+    )
+    w.add_argument(
+        "--durations",
+        choices=DURATIONS,
+        default="synthetic",
+        help="synthetic (Gavel/Philly-like) or sampled from the Philly run times",
+    )
+    w.add_argument(
+        "--assignment",
+        choices=ASSIGNMENTS,
+        default="balanced",
+        help="model assignment: balanced per split (the artifact's) or i.i.d.",
+    )
+    w.add_argument(
+        "--profiles",
+        metavar="PROFILES.json",
+        default=None,
+        help="model profiles (default: the shipped ones)",
+    )
     w.add_argument("--max-jobs", type=positive_int, default=None, help="keep the first N arrivals")
-    w.add_argument("--time-scale", type=positive_float, default=1.0,
-                   help="multiply arrival times and durations by this factor")
+    w.add_argument(
+        "--time-scale",
+        type=positive_float,
+        default=1.0,
+        help="multiply arrival times and durations by this factor",
+    )
     w.add_argument("--seed", type=nonneg_int, default=0, help="seed of the generated workload")
     e = p.add_argument_group("engine")
-    e.add_argument("--window", default=None, metavar="FIRST:LAST",
-                   help="measure jobs FIRST..LAST-1 by arrival index (default: all)")
+    e.add_argument(
+        "--window",
+        default=None,
+        metavar="FIRST:LAST",
+        help="measure jobs FIRST..LAST-1 by arrival index (default: all)",
+    )
     e.add_argument("--round-seconds", type=positive_float, default=300.0)
-    e.add_argument("--preemption-cost-s", type=nonneg_float, default=0.0,
-                   help="seconds a job loses when it starts, restarts or moves")
-    e.add_argument("--run-to-completion", action="store_true",
-                   help="run every job to the end instead of stopping once the window is done")
-    e.add_argument("--check-rounds", action="store_true",
-                   help="debug: check every round's allocation independently")
+    e.add_argument(
+        "--preemption-cost-s",
+        type=nonneg_float,
+        default=0.0,
+        help="seconds a job loses when it starts, restarts or moves",
+    )
+    e.add_argument(
+        "--run-to-completion",
+        action="store_true",
+        help="run every job to the end instead of stopping once the window is done",
+    )
+    e.add_argument(
+        "--check-rounds",
+        action="store_true",
+        help="debug: check every round's allocation independently",
+    )
     e.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
-    e.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
-                   help="per-round solver time limit (opt)")
+    e.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="per-round solver time limit (opt)",
+    )
     e.add_argument("--threads", type=positive_int, default=None, help="solver threads (opt)")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
@@ -91,7 +147,11 @@ def parse_split(text: str) -> tuple[float, float, float]:
         vals = tuple(float(t) for t in parts)
     except ValueError:
         vals = ()
-    if len(vals) != len(CATEGORIES) or any(not np.isfinite(v) or v < 0 for v in vals) or sum(vals) <= 0:
+    if (
+        len(vals) != len(CATEGORIES)
+        or any(not np.isfinite(v) or v < 0 for v in vals)
+        or sum(vals) <= 0
+    ):
         raise UsageError(
             f"--split: expected {len(CATEGORIES)} percentages >= 0 as IMAGE,LANGUAGE,SPEECH "
             f"with a positive sum, got {text!r}"
@@ -119,7 +179,9 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
         return load_cluster(args.cluster)
     if args.cpus_per_server == 0 or args.mem_per_server_gb == 0:
         raise UsageError("--cpus-per-server/--mem-per-server-gb: a server needs cores and memory")
-    return paper_cluster(args.servers, args.gpus_per_server, args.cpus_per_server, args.mem_per_server_gb)
+    return paper_cluster(
+        args.servers, args.gpus_per_server, args.cpus_per_server, args.mem_per_server_gb
+    )
 
 
 def build_config(args: argparse.Namespace) -> SimConfig:
@@ -160,7 +222,9 @@ def build_trace(args: argparse.Namespace, profiles: ProfileLibrary) -> tuple[Tra
 def check_mechanism(name: str, option: str = "--mechanism") -> None:
     """UsageError unless ``name`` is a registered mechanism."""
     if name not in mechanism_names():
-        raise UsageError(f"{option}: unknown mechanism {name!r}; known: {', '.join(mechanism_names())}")
+        raise UsageError(
+            f"{option}: unknown mechanism {name!r}; known: {', '.join(mechanism_names())}"
+        )
 
 
 def check_policy(name: str, option: str = "--policy") -> None:
@@ -231,7 +295,9 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def format_table(summaries: Sequence[dict[str, Any]], extra: Sequence[tuple[str, list[str]]] = ()) -> str:
+def format_table(
+    summaries: Sequence[dict[str, Any]], extra: Sequence[tuple[str, list[str]]] = ()
+) -> str:
     """A plain-text table, one row per summary; ``extra`` adds (header, cells) columns."""
     head = ["policy", "mechanism", *[h for _, h in TABLE_COLUMNS], *[h for h, _ in extra]]
     rows = []
@@ -243,7 +309,9 @@ def format_table(summaries: Sequence[dict[str, Any]], extra: Sequence[tuple[str,
         cells += [col[k] for _, col in extra]
         rows.append(cells)
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
+    lines = [
+        "  ".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
+    ]
     return "\n".join(lines)
 
 
@@ -256,7 +324,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
     p.add_argument("--mechanism", default="tune", help=f"one of: {', '.join(mechanism_names())}")
     p.add_argument("-o", "--output", default="out/simulate", metavar="DIR")
-    p.add_argument("--plots", action="store_true", help="also write utilisation.png and jct_cdf.png")
+    p.add_argument(
+        "--plots", action="store_true", help="also write utilisation.png and jct_cdf.png"
+    )
     add_common_options(p)
     p.set_defaults(func=run)
 

@@ -4,7 +4,7 @@ Importing this package registers every built-in mechanism; callers use
 :func:`make_mechanism` and :func:`mechanism_names` and never import a mechanism class.
 """
 
-from synergy_opt.mechanisms import greedy, opt, proportional, tune  # noqa: F401  (registration)
+from synergy_opt.mechanisms import greedy, opt, proportional, tetris, tune  # noqa: F401  (registration)
 from synergy_opt.mechanisms.base import (
     Mechanism,
     MechanismOptions,

@@ -84,4 +84,6 @@ class SimConfig:
         if self.max_jobs is not None and self.max_jobs < 1:
             raise ValueError(f"max_jobs: must be >= 1, got {self.max_jobs!r}")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise ValueError(f"time_scale: must be a positive finite number, got {self.time_scale!r}")
+            raise ValueError(
+                f"time_scale: must be a positive finite number, got {self.time_scale!r}"
+            )

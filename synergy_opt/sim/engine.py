@@ -1,4 +1,4 @@
-"""The round-based cluster simulator: an event loop that replays a trace under a policy and a mechanism.
+"""The round-based cluster simulator: replays a trace under a policy and a mechanism.
 
 Semantics (the paper artifact's, unless a :class:`SimConfig` field says otherwise):
 
@@ -295,7 +295,11 @@ class _Engine:
         self._last_reused = False
         if self.cfg.check_rounds:
             self._check(jobs, alloc, inst)
-        ig, ic, im = 1.0 / self.total_gpus, 1.0 / max(self.total_cpus, 1), 1.0 / max(self.total_mem, 1e-9)
+        ig, ic, im = (
+            1.0 / self.total_gpus,
+            1.0 / max(self.total_cpus, 1),
+            1.0 / max(self.total_mem, 1e-9),
+        )
         by_id = self.by_id
         entries = []
         for ja in alloc.jobs:
@@ -329,7 +333,8 @@ class _Engine:
         bad = check_allocation(inst, alloc)
         if bad:
             raise SimulationError(
-                f"round at {self.now:g} s: {self.mech.name} broke {len(bad)} rule(s); first: {bad[0]}"
+                f"round at {self.now:g} s: {self.mech.name} broke {len(bad)} rule(s); "
+                f"first: {bad[0]}"
             )
         if sum(ja.gpus for ja in alloc.jobs) > self.total_gpus:
             raise SimulationError(f"round at {self.now:g} s: more GPUs allocated than exist")

@@ -78,7 +78,9 @@ def summarize(result: SimResult, seed: int | None = None) -> dict[str, Any]:
     util = {
         "gpu_util": math.fsum(x.gpus_used for x in rounds) * r / (cl.total_gpus * span),
         "cpu_util": math.fsum(x.cpus_used for x in rounds) * r / (max(cl.total_cpus, 1) * span),
-        "mem_util": math.fsum(x.mem_gb_used for x in rounds) * r / (max(cl.total_mem_gb, 1e-9) * span),
+        "mem_util": math.fsum(x.mem_gb_used for x in rounds)
+        * r
+        / (max(cl.total_mem_gb, 1e-9) * span),
     }
     mech_s = [x.mechanism_s for x in rounds if not x.reused]
     short = [j for j in measured if j.duration_s < SHORT_JOB_HOURS * 3600.0]
@@ -140,19 +142,29 @@ def _h(x: float | None) -> str:
 
 
 def jobs_csv(result: SimResult) -> str:
-    """``jobs.csv`` text: one row per job in arrival order; empty cells where never started/finished."""
+    """``jobs.csv`` text, one row per job in arrival order; empty where never started/finished."""
     buf = _io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(JOBS_CSV_COLUMNS)
     for j in result.jobs:
         w.writerow(
-            [j.id, j.model, j.gpus, _h(j.arrival_s), _h(j.start_s), _h(j.finish_s), _h(j.jct_s),
-             1 if j.measured else 0]
+            [
+                j.id,
+                j.model,
+                j.gpus,
+                _h(j.arrival_s),
+                _h(j.start_s),
+                _h(j.finish_s),
+                _h(j.jct_s),
+                1 if j.measured else 0,
+            ]
         )
     return buf.getvalue()
 
 
-def write_outputs(result: SimResult, out_dir: str | os.PathLike[str], seed: int | None = None) -> Path:
+def write_outputs(
+    result: SimResult, out_dir: str | os.PathLike[str], seed: int | None = None
+) -> Path:
     """Write ``summary.json`` and ``jobs.csv`` into ``out_dir`` (created), each atomically."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)

@@ -63,11 +63,15 @@ class WorkloadSpec:
         if len(self.split) != len(CATEGORIES) or any(
             not np.isfinite(s) or s < 0 for s in self.split
         ):
-            raise ValueError(f"split: expected {len(CATEGORIES)} percentages >= 0, got {self.split}")
+            raise ValueError(
+                f"split: expected {len(CATEGORIES)} percentages >= 0, got {self.split}"
+            )
         if sum(self.split) <= 0:
             raise ValueError("split: at least one category needs a positive share")
         if self.durations not in DURATIONS:
-            raise ValueError(f"durations: expected one of {', '.join(DURATIONS)}, got {self.durations!r}")
+            raise ValueError(
+                f"durations: expected one of {', '.join(DURATIONS)}, got {self.durations!r}"
+            )
         if self.assignment not in ASSIGNMENTS:
             raise ValueError(
                 f"assignment: expected one of {', '.join(ASSIGNMENTS)}, got {self.assignment!r}"
@@ -135,11 +139,11 @@ def _models(
         # Deficit against the target share after this job; ties go to the earlier category.
         deficit = share * (n + 1) - counts
         deficit[share == 0] = -np.inf
-        c = int(np.argmax(deficit))
-        pool = pools[CATEGORIES[c]]
-        out.append((pool[cursor[c] % len(pool)], CATEGORIES[c]))
-        cursor[c] += 1
-        counts[c] += 1
+        k = int(np.argmax(deficit))
+        pool = pools[CATEGORIES[k]]
+        out.append((pool[cursor[k] % len(pool)], CATEGORIES[k]))
+        cursor[k] += 1
+        counts[k] += 1
     return out
 
 
