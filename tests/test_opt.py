@@ -203,6 +203,16 @@ def test_exact_fallback_without_solution(monkeypatch: pytest.MonkeyPatch) -> Non
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
+def test_exact_too_large_returns_opt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(opt_mod, "EXACT_MAX_PAIRS", 1)
+    inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
+    alloc = run("opt-exact", inst)
+    assert alloc.mechanism == "opt-exact"
+    assert alloc.notes and "too large for the joint model" in alloc.notes[-1]
+    assert alloc.total_throughput == approx(run("opt", inst).total_throughput)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+
+
 def test_heterogeneous_types_and_forced_spread() -> None:
     """A 4-GPU job on 2-GPU servers must spread; typed jobs stay on their servers."""
     lib = shipped_profiles()

@@ -35,6 +35,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.formulations.fast import (
     DemandClass,
     JobClass,
+    MatrixModel,
     build_knapsack,
     build_placement_fast,
     build_super_machine_fast,
@@ -43,7 +44,13 @@ from synergy_opt.formulations.fast import (
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.packing import select_runnable, split_cpus, split_mem
-from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix, solve_pyomo
+from synergy_opt.solve import (
+    DEFAULT_REL_GAP,
+    SolveResult,
+    TerminationStatus,
+    solve_matrix,
+    solve_pyomo,
+)
 from synergy_opt.types import (
     MEM_EPS_GB,
     THROUGHPUT_EPS,
@@ -61,6 +68,9 @@ log = logging.getLogger(__name__)
 CONFIGURE_REL_GAP: float = 1e-4
 #: ``opt-exact`` without ``--time-limit`` stops after this many seconds (it is exponential).
 EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
+#: Above this many (job, server) pairs the joint model is not even built (its Pyomo build
+#: alone would take minutes and gigabytes); ``opt-exact`` then returns ``opt``'s answer.
+EXACT_MAX_PAIRS: int = 5000
 
 Point = tuple[int, float, float]  # (cpus, mem_gb, throughput)
 
@@ -130,13 +140,21 @@ class Opt:
     def __init__(self, options: MechanismOptions | None = None) -> None:
         self.options = options or MechanismOptions()
 
-    def _solve(self, mm: object, clock: _Clock, **kw: object) -> SolveResult:
+    def _solve(
+        self,
+        mm: MatrixModel,
+        clock: _Clock,
+        *,
+        rel_gap: float = DEFAULT_REL_GAP,
+        vertex: bool = True,
+    ) -> SolveResult:
         return solve_matrix(
-            mm,  # type: ignore[arg-type]
+            mm,
             self.options.solver,
             time_limit=clock.left(),
             threads=self.options.threads,
-            **kw,  # type: ignore[arg-type]
+            rel_gap=rel_gap,
+            vertex=vertex,
         )
 
     def allocate(self, inst: RoundInstance) -> Allocation:
@@ -273,21 +291,21 @@ class Opt:
             for cl, picks in zip(km.classes, km.picks(res.x), strict=True):
                 s = cl.group
                 ordered = sorted(picks, key=lambda pn: (-pn[0][2], pn[0][0], pn[0][1]))
-                members = iter(cl.members)
+                pending = iter(cl.members)
                 for (c, m, _), n in ordered:
                     for _ in range(n):
-                        job = next(members)
+                        job = next(pending)
                         out[job.id] = [PlacementPart(servers[s].name, job.gpus, c, m)]
                         free_c[s] -= c
                         free_m[s] -= m
         # Spread jobs take the best point whose parts fit what the others left (few jobs).
-        for jid, parts in spread.items():
-            for s, _, c, m in parts:
+        for jid, held in spread.items():
+            for s, _, c, m in held:
                 free_c[s] += c
                 free_m[s] += m
-            best = parts
+            best = held
             for pt in sorted(spread_pts[jid], key=lambda p: (-p[2], p[0], p[1])):
-                cand = _split([(s, k) for s, k, _, _ in parts], pt)
+                cand = _split([(s, k) for s, k, _, _ in held], pt)
                 if all(c <= free_c[s] and m <= free_m[s] + MEM_EPS_GB for s, _, c, m in cand):
                     best = cand
                     break
@@ -508,6 +526,20 @@ class OptExact:
         runnable = select_runnable(inst)
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
+        pairs = sum(sum(1 for s in inst.cluster.servers if j.may_use(s)) for j in runnable)
+        if pairs > EXACT_MAX_PAIRS:
+            note = (
+                f"round too large for the joint model ({pairs} job-server pairs > "
+                f"{EXACT_MAX_PAIRS}); returned opt's allocation"
+            )
+            log.warning("opt-exact on %s: %s", inst.name, note)
+            alloc = Opt(self.options).allocate(inst)
+            return dataclasses.replace(
+                alloc,
+                mechanism=self.name,
+                notes=(*alloc.notes, note),
+                solve_seconds=time.perf_counter() - t0,
+            )
         model = build_joint(inst, runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = solve_pyomo(model, solver, time_limit=left, threads=self.options.threads)
