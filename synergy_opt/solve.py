@@ -258,12 +258,12 @@ def _ortools_matrix(
     x = np.array([v.solution_value() for v in xs], dtype=np.float64) if has_sol else None
     objective = float(obj.Value()) if has_sol else None
     if mm.is_mip:
-        bound = (
-            float(obj.BestBound())
-            if has_sol or status is TerminationStatus.TIME_LIMIT
-            else math.nan
-        )
+        # BestBound() is only meaningful once SCIP has a solution (it reads 0 for a solve
+        # stopped before any); a bound is never worse than the incumbent it bounds.
+        bound = float(obj.BestBound()) if has_sol else math.nan
         dual_bound = bound if math.isfinite(bound) else None
+        if dual_bound is not None and objective is not None:
+            dual_bound = max(dual_bound, objective) if mm.maximize else min(dual_bound, objective)
         gap = (
             abs(dual_bound - objective) / max(abs(objective), 1e-10)
             if objective is not None and dual_bound is not None

@@ -203,6 +203,17 @@ def test_exact_fallback_without_solution(monkeypatch: pytest.MonkeyPatch) -> Non
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_real_time_limit(backend: str) -> None:
+    """A 32-GPU joint model cannot be proven optimal in 0.01 s: the note says so, output valid."""
+    inst = load_instance(INSTANCES / "mem-scarce-32gpu.json")
+    alloc = run("opt-exact", inst, solver=backend, time_limit_s=0.01)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.notes
+    assert any(k in alloc.notes[0] for k in ("time_limit", "not proven optimal", "fell back"))
+    assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+
+
 def test_exact_too_large_returns_opt(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(opt_mod, "EXACT_MAX_PAIRS", 1)
     inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
