@@ -31,7 +31,7 @@ from synergy_opt.sim.metrics import summarize, write_outputs
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MECHANISMS = "proportional,greedy,tune"
+DEFAULT_MECHANISMS = "proportional,greedy,tune,tune-inorder"
 
 
 def _names(text: str, option: str) -> list[str]:
