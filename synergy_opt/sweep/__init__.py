@@ -25,7 +25,14 @@ from synergy_opt.sweep.report import (
     table_csv,
     write_report,
 )
-from synergy_opt.sweep.runner import SweepError, SweepOutcome, finished_keys, run_cells, run_sweep
+from synergy_opt.sweep.runner import (
+    SweepError,
+    SweepOutcome,
+    cell_folder,
+    finished_keys,
+    run_cells,
+    run_sweep,
+)
 from synergy_opt.sweep.spec import (
     OPTIONS,
     Cell,
@@ -47,6 +54,7 @@ __all__ = [
     "SweepOutcome",
     "SweepSpec",
     "aggregate",
+    "cell_folder",
     "finished_keys",
     "format_speedups",
     "load_rows",

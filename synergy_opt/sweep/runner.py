@@ -75,6 +75,11 @@ def cells_dir(root: str | os.PathLike[str]) -> Path:
     return Path(root) / CELLS
 
 
+def cell_folder(root: str | os.PathLike[str], cell: Cell) -> Path:
+    """The final folder of ``cell`` in sweep folder ``root`` (it exists once the cell is done)."""
+    return cells_dir(root) / cell.key
+
+
 def finished_keys(root: str | os.PathLike[str]) -> set[str]:
     """Keys of the cells whose final folder exists."""
     d = cells_dir(root)
