@@ -130,6 +130,24 @@ def _new_highs() -> Any:
     return h
 
 
+_threads_in_use: int | None = None
+
+
+def _highs_threads(h: Any, threads: int | None) -> None:
+    """Set HiGHS's thread count; its scheduler is process-wide, so a change needs a reset.
+
+    Without the reset a second solve asking for a different count fails with an error.
+    """
+    global _threads_in_use
+    if threads is None:
+        return
+    with _banner_lock:
+        if _threads_in_use is not None and _threads_in_use != threads:
+            h.resetGlobalScheduler(True)
+        _threads_in_use = int(threads)
+    h.setOptionValue("threads", int(threads))
+
+
 def _highs_matrix(
     mm: MatrixModel, time_limit: float | None, rel_gap: float, threads: int | None, simplex: bool
 ) -> SolveResult:
@@ -157,8 +175,7 @@ def _highs_matrix(
         h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", 1e-9)
-    if threads is not None:
-        h.setOptionValue("threads", int(threads))
+    _highs_threads(h, threads)
     if simplex and not mm.is_mip:
         h.setOptionValue("solver", "simplex")
     t0 = time.perf_counter()
@@ -421,6 +438,7 @@ def _highs_pyomo(
     if time_limit is not None:
         kwargs["time_limit"] = float(max(time_limit, 1e-3))
     if threads is not None:
+        _highs_threads(_new_highs(), threads)  # reset the shared scheduler if the count changes
         kwargs["threads"] = int(threads)
     t0 = time.perf_counter()
     res = opt.solve(model, **kwargs)

@@ -137,6 +137,16 @@ def test_each_rounding_route_is_valid(route: str, backend: str) -> None:
         assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
 
 
+def test_thread_count_can_change_between_rounds() -> None:
+    """HiGHS's scheduler is process-wide: a new thread count must not turn into a solver error."""
+    inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
+    for threads in (1, 2, None, 1):
+        for name in ("opt", "opt-exact"):
+            alloc = run(name, inst, threads=threads)
+            assert alloc.notes == (), (name, threads, alloc.notes)
+            assert alloc.total_throughput == approx(4.0)
+
+
 def test_deterministic_bytes() -> None:
     inst = homogeneous_round(4, seed=7, mix=((1, 0.7), (2, 0.1), (4, 0.15), (8, 0.05)))
     a, b = (allocation_to_dict(run("opt", inst)) for _ in range(2))
