@@ -256,6 +256,16 @@ def test_inputs_are_told_apart_by_header() -> None:
         convert("alibaba-gpu-2023", [str(DATA / "README.md")])
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [{"gpu_sharing": "half"}, {"time_scale": 0.0}, {"nodes_fraction": 1.5}, {"max_jobs": 0},
+     {"skip_jobs": -1}, {"split": (0.0, 0.0, 0.0)}, {"attempts": "first"}],
+)
+def test_options_are_validated(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ConvertOptions(**bad)  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------- mapping rule
 
 

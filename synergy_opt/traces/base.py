@@ -85,6 +85,28 @@ class ConvertOptions:
     skip_jobs: int = 0
     time_scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        choices = {
+            "gpu_sharing": ("whole", "skip"),
+            "cpu_only": ("skip", "one-gpu"),
+            "unfinished": ("censor", "skip"),
+            "cpu_nodes": ("drop", "keep"),
+            "attempts": ("sum", "last"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise ValueError(f"time_scale: must be positive and finite, got {self.time_scale!r}")
+        if not 0 < self.nodes_fraction <= 1:
+            raise ValueError(f"nodes_fraction: must be in (0, 1], got {self.nodes_fraction!r}")
+        if self.max_jobs is not None and self.max_jobs < 1:
+            raise ValueError(f"max_jobs: must be >= 1, got {self.max_jobs!r}")
+        if self.skip_jobs < 0:
+            raise ValueError(f"skip_jobs: must be >= 0, got {self.skip_jobs!r}")
+        if len(self.split) != 3 or any(x < 0 for x in self.split) or sum(self.split) <= 0:
+            raise ValueError(f"split: expected three shares >= 0, sum > 0, got {self.split!r}")
+
 
 class Tally:
     """Counts rows by outcome while a converter runs (mutable, private to one run)."""
