@@ -18,8 +18,14 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 #: Modules a notebook may import from (the public API); names starting with "_" never.
 PUBLIC = {
-    "synergy_opt.check", "synergy_opt.generate", "synergy_opt.io", "synergy_opt.mechanisms",
-    "synergy_opt.profiles", "synergy_opt.sim", "synergy_opt.sweep", "synergy_opt.types",
+    "synergy_opt.check",
+    "synergy_opt.generate",
+    "synergy_opt.io",
+    "synergy_opt.mechanisms",
+    "synergy_opt.profiles",
+    "synergy_opt.sim",
+    "synergy_opt.sweep",
+    "synergy_opt.types",
 }
 CELL_TIMEOUT_S = 600
 
@@ -52,11 +58,19 @@ def test_notebook_executes_on_small_inputs(
     monkeypatch.setenv("SYNERGY_NB_OUT", str(tmp_path))
     monkeypatch.setenv("SYNERGY_WORKERS", "2")
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any failure
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "Traceback" not in text
-    images = sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code"
-                 for o in c.outputs)
+    images = sum(
+        "image/png" in o.get("data", {})
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     assert images >= 1, f"{path.name}: expected its plots in the outputs"

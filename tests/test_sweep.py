@@ -111,7 +111,10 @@ def test_cell_keys_are_canonical() -> None:
         ({"axes": {"seed": []}}, "axes.seed: expected a non-empty list"),
         ({"axes": {"seed": [1, 1]}}, "axes.seed: values repeat"),
         ({"base": {"seed": 1}, "axes": {"seed": [2]}}, "axes.seed: also set in [base]"),
-        ({"base": {"window": "5:2"}, "axes": {"seed": [2]}}, "base.window: expected 0 <= FIRST < LAST"),
+        (
+            {"base": {"window": "5:2"}, "axes": {"seed": [2]}},
+            "base.window: expected 0 <= FIRST < LAST",
+        ),
         ({"base": {"split": [1, 2]}, "axes": {"seed": [2]}}, "base.split: expected three"),
         ({"base": {"cpus_per_gpu": 3, "cpus_per_server": 24}, "axes": {"seed": [0]}}, "not both"),
         ({"axes": {}}, "axes: expected a table with at least one"),
@@ -242,7 +245,7 @@ def test_report_rows_columns_and_speedups(tmp_path: Path) -> None:
     run_sweep(spec, tmp_path, fn=fake_cell, workers=1)
     header, body = table(tmp_path)
     assert header[:6] == ["key", "policy", "mechanism", "arrival_rate", "seed", "servers"]
-    assert header[-len(TIMING_COLUMNS):] == list(TIMING_COLUMNS)
+    assert header[-len(TIMING_COLUMNS) :] == list(TIMING_COLUMNS)
     assert "short_jobs.avg_jct_hours" in header and "format" not in header
     assert len(body) == 12
     mech = [r[2] for r in body]

@@ -54,7 +54,9 @@ def test_uninterrupted_sweep_and_report(reference: Path) -> None:
     assert all(r[measured] == r[finished] == "60" for r in rows)
 
 
-def test_rerun_of_a_finished_sweep_runs_nothing(reference: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rerun_of_a_finished_sweep_runs_nothing(
+    reference: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in cells_dir(reference).iterdir()}
     assert main(["sweep", str(SMOKE), "-o", str(reference), "--quiet"]) == 0
     after = {p.name: p.stat().st_mtime_ns for p in cells_dir(reference).iterdir()}
@@ -65,8 +67,12 @@ def test_killed_sweep_resumes_to_the_same_table(reference: Path, tmp_path: Path)
     out = tmp_path / "killed"
     # One worker makes the run long enough to be caught half-way; its own session lets
     # the whole process group (pool workers included) be killed at once.
-    proc = subprocess.Popen(sweep_cmd(out, "--workers", "1", "--quiet"), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        sweep_cmd(out, "--workers", "1", "--quiet"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + PATIENCE_S
     while len(finished_keys(out)) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -86,8 +92,12 @@ def test_killed_sweep_resumes_to_the_same_table(reference: Path, tmp_path: Path)
 
 def test_dask_local_cluster_gives_the_same_table(reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "dask"
-    res = subprocess.run(sweep_cmd(out, "--dask", "local", "--workers", "2"), timeout=PATIENCE_S,
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        sweep_cmd(out, "--dask", "local", "--workers", "2"),
+        timeout=PATIENCE_S,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert f"{N_CELLS} cells" in res.stderr  # the progress bar reached the end
     assert table(out, timing=False) == table(reference, timing=False)
@@ -102,7 +112,10 @@ def test_dask_local_cluster_gives_the_same_table(reference: Path, tmp_path: Path
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)

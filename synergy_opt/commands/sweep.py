@@ -24,10 +24,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("sweep", help="run a grid of simulations (resumable)", description=__doc__)
     p.add_argument("spec", metavar="SPEC.toml", help="sweep spec ([sweep], [base], [axes])")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="sweep folder")
-    p.add_argument("--workers", type=positive_int, default=None,
-                   help="parallel processes (default: all cores; with --dask local: workers)")
-    p.add_argument("--dask", default=None, metavar="local|tcp://HOST:PORT",
-                   help="run the cells on Dask: a new LocalCluster or an existing scheduler")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="parallel processes (default: all cores; with --dask local: workers)",
+    )
+    p.add_argument(
+        "--dask",
+        default=None,
+        metavar="local|tcp://HOST:PORT",
+        help="run the cells on Dask: a new LocalCluster or an existing scheduler",
+    )
     p.add_argument("--dry-run", action="store_true", help="list the cells and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -36,16 +44,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     """Load, validate, run the missing cells, print what happened."""
     if args.dask is not None and args.dask != "local" and "://" not in args.dask:
-        raise UsageError(f"--dask: expected 'local' or a scheduler address like tcp://HOST:8786, got {args.dask!r}")
+        raise UsageError(
+            "--dask: expected 'local' or a scheduler address like tcp://HOST:8786, "
+            f"got {args.dask!r}"
+        )
     spec = load_spec(args.spec)
     if args.dry_run:
         for cell in spec.cells():
             print(cell.key)
         return 0
-    out = run_sweep(spec, args.output, workers=args.workers, dask=args.dask, progress=not args.quiet)
+    out = run_sweep(
+        spec, args.output, workers=args.workers, dask=args.dask, progress=not args.quiet
+    )
     for key, err in out.failed:
         print(f"{key}: {err}")
     if not args.quiet:
-        print(f"{spec.name}: {out.total} cells, {out.skipped} already done, {out.ran} run, "
-              f"{len(out.failed)} failed ({out.seconds:.1f} s) -> {args.output}")
+        print(
+            f"{spec.name}: {out.total} cells, {out.skipped} already done, {out.ran} run, "
+            f"{len(out.failed)} failed ({out.seconds:.1f} s) -> {args.output}"
+        )
     return 0 if not out.failed else 1

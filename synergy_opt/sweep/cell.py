@@ -23,7 +23,13 @@ from synergy_opt.profiles import ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimulationError, simulate
 from synergy_opt.sim.metrics import jobs_csv, summarize
-from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS, WorkloadSpec, generate_workload
+from synergy_opt.sim.workload import (
+    ASSIGNMENTS,
+    DURATIONS,
+    WORKLOADS,
+    WorkloadSpec,
+    generate_workload,
+)
 from synergy_opt.sweep.spec import Cell, SpecError
 from synergy_opt.tracefile import TraceJob, read_trace
 from synergy_opt.types import Cluster
@@ -91,7 +97,9 @@ def _trace(cell: Cell, profiles: ProfileLibrary) -> tuple[TraceJob, ...]:
     if cell.get("trace") is not None:
         return read_trace(cell.get("trace"), profiles)
     try:
-        return generate_workload(workload_spec(cell), profiles, np.random.default_rng(cell.get("seed")))
+        return generate_workload(
+            workload_spec(cell), profiles, np.random.default_rng(cell.get("seed"))
+        )
     except ValueError as e:
         raise SpecError(f"{cell.key}: split: {e}") from None
 
@@ -125,8 +133,11 @@ def simulate_cell(cell: Cell) -> dict[str, str]:
     )
     try:
         result = simulate(
-            sim_config(cell), trace, make_mechanism(cell.get("mechanism"), options),
-            cell.get("policy"), profiles=profiles,
+            sim_config(cell),
+            trace,
+            make_mechanism(cell.get("mechanism"), options),
+            cell.get("policy"),
+            profiles=profiles,
         )
     except SimulationError as e:
         raise InputError(f"{cell.key}: {e}") from None

@@ -85,8 +85,13 @@ def load_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
             raise ReportError(f"{p}: damaged cell folder: {e}") from None
         row: dict[str, Any] = {"key": p.name, "_set": {k for k, _ in cell.options}}
         row.update(cell.as_dict())
-        row.update({k: v for k, v in _flatten(summary).items()
-                    if k not in _SKIP_METRICS and k not in OPTIONS})
+        row.update(
+            {
+                k: v
+                for k, v in _flatten(summary).items()
+                if k not in _SKIP_METRICS and k not in OPTIONS
+            }
+        )
         rows.append(row)
     return rows
 
@@ -179,7 +184,8 @@ def aggregate(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list
         return math.fsum(float(r[metric]) for r in rs) / len(rs)
 
     means = {
-        k: (mean(rs, "avg_jct_hours"), mean(rs, "p99_jct_hours"), len(rs)) for k, rs in groups.items()
+        k: (mean(rs, "avg_jct_hours"), mean(rs, "p99_jct_hours"), len(rs))
+        for k, rs in groups.items()
     }
     out = []
     for k, (avg, p99, n) in means.items():
@@ -187,7 +193,10 @@ def aggregate(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list
         base = means.get(base_key)
         out.append(
             Point(
-                k, n, avg, p99,
+                k,
+                n,
+                avg,
+                p99,
                 base[0] / avg if base and avg > 0 else None,
                 base[1] / p99 if base and p99 > 0 else None,
             )
@@ -204,10 +213,14 @@ def speedup_csv(points: Sequence[Point]) -> str:
     w.writerow([*names, "seeds", "avg_jct_hours", "p99_jct_hours", "speedup_avg", "speedup_p99"])
     for p in points:
         w.writerow(
-            [*(_cell_text(v, c) for c, v in p.options), p.seeds, f"{p.avg_jct_hours:.6f}",
-             f"{p.p99_jct_hours:.6f}",
-             "" if p.speedup_avg is None else f"{p.speedup_avg:.6f}",
-             "" if p.speedup_p99 is None else f"{p.speedup_p99:.6f}"]
+            [
+                *(_cell_text(v, c) for c, v in p.options),
+                p.seeds,
+                f"{p.avg_jct_hours:.6f}",
+                f"{p.p99_jct_hours:.6f}",
+                "" if p.speedup_avg is None else f"{p.speedup_avg:.6f}",
+                "" if p.speedup_p99 is None else f"{p.speedup_p99:.6f}",
+            ]
         )
     return buf.getvalue()
 
@@ -222,7 +235,9 @@ def pick_x(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], x: str | N
     if x is not None:
         name = x.replace("-", "_")
         if name not in columns:
-            raise ReportError(f"--x: {x!r} is not an option of this sweep; options: {', '.join(columns)}")
+            raise ReportError(
+                f"--x: {x!r} is not an option of this sweep; options: {', '.join(columns)}"
+            )
         return name
     var = varying(rows, columns)
     if "arrival_rate" in var:
@@ -253,10 +268,15 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def plot_metric(
-    points: Sequence[Point], x: str | None, panels: Sequence[str], metric: str, ylabel: str,
-    path: Path, log_y: bool = False,
+    points: Sequence[Point],
+    x: str | None,
+    panels: Sequence[str],
+    metric: str,
+    ylabel: str,
+    path: Path,
+    log_y: bool = False,
 ) -> Path:
-    """One panel per combination of ``panels`` options, one line per mechanism, ``metric`` vs ``x``."""
+    """``metric`` against ``x``: a panel per combination of ``panels``, a line per mechanism."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -275,15 +295,16 @@ def plot_metric(
     ncols = min(len(keys), 3)
     nrows = math.ceil(len(keys) / ncols)
     fig, axs = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows), squeeze=False)
-    for ax in axs.flat[len(keys):]:
+    for ax in axs.flat[len(keys) :]:
         ax.set_visible(False)
     for ax, key in zip(axs.flat, keys, strict=False):
         for mech, pts in sorted(by_panel.get(key, {}).items()):
             pts.sort(key=lambda t: _sort_key(t[0]))
             xs = [_cell_text(t[0]) if not isinstance(t[0], int | float) else t[0] for t in pts]
             ax.plot(xs, [t[1] for t in pts], marker="o", label=mech)
-        ax.set_title(", ".join(f"{c}={_cell_text(v)}" for c, v in zip(panels, key, strict=True)),
-                     fontsize=9)
+        ax.set_title(
+            ", ".join(f"{c}={_cell_text(v)}" for c, v in zip(panels, key, strict=True)), fontsize=9
+        )
         ax.set_xlabel(x or "")
         ax.set_ylabel(ylabel)
         if log_y:
@@ -309,10 +330,12 @@ class ReportFiles:
 
 
 def write_report(
-    root: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
-    x: str | None = None, plots: bool = True,
+    root: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    x: str | None = None,
+    plots: bool = True,
 ) -> ReportFiles:
-    """Write ``report.csv``, ``speedup.csv`` and the plots into ``out`` (default ``root/report``)."""
+    """Write ``report.csv``, ``speedup.csv`` and the plots into ``out`` (``root/report``)."""
     root_p = Path(root)
     out_p = Path(out) if out is not None else root_p / "report"
     rows = load_rows(root_p)
@@ -326,29 +349,61 @@ def write_report(
     write_text_atomic(out_p / "speedup.csv", speedup_csv(points))
     written: list[Path] = []
     if plots:
-        panels = ["policy", *[c for c in varying(rows, opts)
-                              if c not in ("policy", "mechanism", "seed", x_col)]]
-        written.append(plot_metric(points, x_col, panels, "avg_jct_hours", "average JCT (h)",
-                                   out_p / "avg_jct.png"))
-        written.append(plot_metric(points, x_col, panels, "p99_jct_hours", "p99 JCT (h)",
-                                   out_p / "p99_jct.png", log_y=True))
-        written.append(plot_metric(
-            [p for p in points if p.get("mechanism") != BASELINE], x_col, panels, "speedup_avg",
-            f"avg JCT speed-up over {BASELINE}", out_p / "speedup.png",
-        ))
-    return ReportFiles(out_p / "report.csv", out_p / "speedup.csv", tuple(written), len(rows),
-                       tuple(points))
+        panels = [
+            "policy",
+            *[c for c in varying(rows, opts) if c not in ("policy", "mechanism", "seed", x_col)],
+        ]
+        written.append(
+            plot_metric(
+                points, x_col, panels, "avg_jct_hours", "average JCT (h)", out_p / "avg_jct.png"
+            )
+        )
+        written.append(
+            plot_metric(
+                points,
+                x_col,
+                panels,
+                "p99_jct_hours",
+                "p99 JCT (h)",
+                out_p / "p99_jct.png",
+                log_y=True,
+            )
+        )
+        written.append(
+            plot_metric(
+                [p for p in points if p.get("mechanism") != BASELINE],
+                x_col,
+                panels,
+                "speedup_avg",
+                f"avg JCT speed-up over {BASELINE}",
+                out_p / "speedup.png",
+            )
+        )
+    return ReportFiles(
+        out_p / "report.csv", out_p / "speedup.csv", tuple(written), len(rows), tuple(points)
+    )
 
 
 def format_speedups(points: Sequence[Point], x: str | None = None) -> str:
     """A short text table of the seed-averaged points (what ``synergy-opt report`` prints)."""
     names = [c for c, _ in points[0].options] if points else []
-    shown = [c for c in names if len({repr(p.get(c)) for p in points}) > 1 or c in ("policy", "mechanism")]
+    shown = [
+        c
+        for c in names
+        if len({repr(p.get(c)) for p in points}) > 1 or c in ("policy", "mechanism")
+    ]
     head = [*shown, "seeds", "avg JCT h", "p99 JCT h", f"x over {BASELINE}"]
     body = [
-        [*(_cell_text(p.get(c), c) for c in shown), str(p.seeds), f"{p.avg_jct_hours:.2f}",
-         f"{p.p99_jct_hours:.2f}", "-" if p.speedup_avg is None else f"{p.speedup_avg:.2f}x"]
+        [
+            *(_cell_text(p.get(c), c) for c in shown),
+            str(p.seeds),
+            f"{p.avg_jct_hours:.2f}",
+            f"{p.p99_jct_hours:.2f}",
+            "-" if p.speedup_avg is None else f"{p.speedup_avg:.2f}x",
+        ]
         for p in points
     ]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *body])
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *body]
+    )

@@ -187,8 +187,10 @@ class Progress:
         self._last_decile = decile
         bar = "#" * int(25 * frac)
         fail = f", {self.failed} failed" if self.failed else ""
-        line = (f"{self.label} [{bar:<25}] {self.done}/{self.total} cells{fail}, "
-                f"{time.monotonic() - self.t0:.0f} s")
+        line = (
+            f"{self.label} [{bar:<25}] {self.done}/{self.total} cells{fail}, "
+            f"{time.monotonic() - self.t0:.0f} s"
+        )
         if self.tty:
             sys.stderr.write("\r" + line + ("\n" if self.done >= self.total else ""))
         else:
@@ -214,7 +216,9 @@ def _run_inline(cells: Sequence[Cell], fn: CellFunction) -> Iterator[tuple[Cell,
         yield cell, guarded(fn, cell)
 
 
-def _run_pool(cells: Sequence[Cell], fn: CellFunction, workers: int) -> Iterator[tuple[Cell, Result]]:
+def _run_pool(
+    cells: Sequence[Cell], fn: CellFunction, workers: int
+) -> Iterator[tuple[Cell, Result]]:
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: dict[Future[Result], Cell] = {pool.submit(guarded, fn, c): c for c in cells}
         try:
@@ -231,13 +235,15 @@ def _dask_client(address: str, workers: int) -> Any:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise SweepError("--dask: needs dask[distributed] (pip install 'synergy-opt[dist]')") from None
+        raise SweepError(
+            "--dask: needs dask[distributed] (pip install 'synergy-opt[dist]')"
+        ) from None
     if not log.isEnabledFor(logging.DEBUG):
         # Dask logs every worker's start and stop at INFO; a sweep's own progress bar says enough.
         logging.getLogger("distributed").setLevel(logging.WARNING)
     if address == "local":
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         return Client(cluster)
     try:
@@ -253,8 +259,9 @@ def _run_dask(
 
     client = _dask_client(address, workers)
     try:
-        futures = {client.submit(guarded, fn, c, key=f"sweep-cell-{c.key}", pure=False): c
-                   for c in cells}
+        futures = {
+            client.submit(guarded, fn, c, key=f"sweep-cell-{c.key}", pure=False): c for c in cells
+        }
         try:
             for fut in as_completed(list(futures)):
                 yield futures[fut], fut.result()
@@ -355,6 +362,11 @@ def run_sweep(
         for c in cells:
             validate_cell(c)
     return run_cells(
-        cells, root, fn=fn, workers=workers, dask=dask, progress=progress,
+        cells,
+        root,
+        fn=fn,
+        workers=workers,
+        dask=dask,
+        progress=progress,
         manifest={"name": spec.name, "axes": list(spec.axis_names)},
     )

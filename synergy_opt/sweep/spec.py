@@ -113,7 +113,7 @@ def _window(v: Value) -> tuple[int, int]:
     elif isinstance(v, list | tuple) and len(v) == 2:
         a, b = (_integer(0)(t) for t in v)
     else:
-        raise ValueError(f"expected \"FIRST:LAST\" or [FIRST, LAST], got {v!r}")
+        raise ValueError(f'expected "FIRST:LAST" or [FIRST, LAST], got {v!r}')
     if a < 0 or b <= a:
         raise ValueError(f"expected 0 <= FIRST < LAST, got {v!r}")
     return a, b
@@ -162,8 +162,15 @@ OPTIONS: Mapping[str, OptionType] = {
 _PATH_OPTIONS = frozenset({"cluster", "trace", "profiles"})
 #: Options that make the folder slug readable, in this order (when a cell sets them).
 SLUG_OPTIONS: tuple[str, ...] = (
-    "policy", "mechanism", "workload", "arrival_rate", "split", "cpus_per_gpu",
-    "cpus_per_server", "servers", "seed",
+    "policy",
+    "mechanism",
+    "workload",
+    "arrival_rate",
+    "split",
+    "cpus_per_gpu",
+    "cpus_per_server",
+    "servers",
+    "seed",
 )
 
 
@@ -181,9 +188,7 @@ def _jsonable(v: Value) -> Value:
 
 def canonical(options: Mapping[str, Value]) -> Options:
     """Sorted (name, value) pairs without the options equal to their default."""
-    return tuple(
-        (k, options[k]) for k in sorted(options) if options[k] != OPTIONS[k].default
-    )
+    return tuple((k, options[k]) for k in sorted(options) if options[k] != OPTIONS[k].default)
 
 
 def _slug_value(v: Value) -> str:
@@ -227,8 +232,11 @@ class Cell:
     def key(self) -> str:
         """Folder name: a readable slug of the main options plus the digest."""
         parts = [_slug_value(self.get(k)) for k in SLUG_OPTIONS[:2]]
-        parts += [f"{k.replace('_', '')}{_slug_value(v)}" for k, v in self.options
-                  if k in SLUG_OPTIONS[2:]]
+        parts += [
+            f"{k.replace('_', '')}{_slug_value(v)}"
+            for k, v in self.options
+            if k in SLUG_OPTIONS[2:]
+        ]
         slug = "_".join(parts)[:80]
         return f"{slug}__{self.digest}"
 
@@ -299,17 +307,23 @@ def _convert(name: str, raw: Value, where: str, base_dir: Path | None) -> Value:
     return v
 
 
-def spec_from_dict(data: Mapping[str, Any], source: str = "spec", base_dir: Path | None = None) -> SweepSpec:
+def spec_from_dict(
+    data: Mapping[str, Any], source: str = "spec", base_dir: Path | None = None
+) -> SweepSpec:
     """Build a :class:`SweepSpec` from decoded TOML (``[sweep]``, ``[base]``, ``[axes]``)."""
     unknown = set(data) - {"sweep", "base", "axes"}
     if unknown:
-        raise SpecError(f"{source}: {sorted(unknown)[0]}: unknown table; expected sweep, base, axes")
+        raise SpecError(
+            f"{source}: {sorted(unknown)[0]}: unknown table; expected sweep, base, axes"
+        )
     meta = data.get("sweep", {})
     if not isinstance(meta, Mapping):
         raise SpecError(f"{source}: sweep: expected a table")
     extra = set(meta) - {"name", "description"}
     if extra:
-        raise SpecError(f"{source}: sweep.{sorted(extra)[0]}: unknown field; expected name, description")
+        raise SpecError(
+            f"{source}: sweep.{sorted(extra)[0]}: unknown field; expected name, description"
+        )
     name = meta.get("name", Path(source).stem)
     if not isinstance(name, str) or not name:
         raise SpecError(f"{source}: sweep.name: expected a non-empty string")
