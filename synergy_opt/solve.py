@@ -142,7 +142,7 @@ def _highs_threads(h: Any, threads: int | None) -> None:
     if threads is None:
         return
     with _banner_lock:
-        if _threads_in_use is not None and _threads_in_use != threads:
+        if _threads_in_use != threads:  # also the first time: a default-sized one may exist
             h.resetGlobalScheduler(True)
         _threads_in_use = int(threads)
     h.setOptionValue("threads", int(threads))
