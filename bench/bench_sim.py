@@ -51,13 +51,19 @@ OURS = {"proportional": ["proportional"], "greedy": ["greedy"], "tune": ["tune-i
 TUNE = "tune-inorder"
 
 
-def _run(cfg: SimConfig, trace: tuple, mech: str, policy: str = "fifo") -> dict:
+#: Every run of this process, for the closing one-table summary.
+_ALL: list[dict] = []
+
+
+def _run(cfg: SimConfig, trace: tuple, mech: str, policy: str = "fifo", label: str = "") -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     s = summarize(simulate(cfg, trace, mech, policy))
     # Wall time is what the user waits; CPU time is robust to other processes sharing the
     # machine (with a loaded machine the two differ by the share this process got).
     s["wall_total_s"] = time.perf_counter() - t0
     s["cpu_total_s"] = time.process_time() - c0
+    s["label"] = label
+    _ALL.append(s)
     return s
 
 
@@ -76,7 +82,7 @@ def calibration(quick: bool) -> None:
         if quick and art == "greedy":
             continue
         for mech in ours if not quick else ours[:1]:
-            s = _run(cfg, trace, mech)
+            s = _run(cfg, trace, mech, label="artifact trace seed 42")
             a = ARTIFACT_JCT[art]
             rows.append(
                 [
@@ -130,8 +136,8 @@ def reproduction(quick: bool) -> None:
             shipped_profiles(),
             np.random.default_rng(seed),
         )
-        p = _run(cfg, trace, "proportional")
-        t = _run(cfg, trace, TUNE)
+        p = _run(cfg, trace, "proportional", label=f"ours 9/h seed {seed}")
+        t = _run(cfg, trace, TUNE, label=f"ours 9/h seed {seed}")
         ratios.append(p["avg_jct_hours"] / t["avg_jct_hours"])
         rows.append(
             [
@@ -178,8 +184,8 @@ def workloads_and_policies(quick: bool) -> None:
     ]
     cfg = SimConfig(paper_cluster(), window=window)
     for label, trace, policy in cases:
-        p = _run(cfg, trace, "proportional", policy)
-        t = _run(cfg, trace, TUNE, policy)
+        p = _run(cfg, trace, "proportional", policy, label=f"{label} seed 0")
+        t = _run(cfg, trace, TUNE, policy, label=f"{label} seed 0")
         rows.append(
             [
                 label,
@@ -226,7 +232,7 @@ def with_opt(quick: bool) -> None:
     rows = []
     base = None
     for mech in ("proportional", "greedy", "tune", TUNE, "opt"):
-        s = _run(cfg, trace, mech)
+        s = _run(cfg, trace, mech, label="32 GPUs 2.25/h seed 0")
         base = base or s["avg_jct_hours"]
         rows.append(
             [
@@ -264,6 +270,53 @@ def main() -> None:
     for name, fn in sections.items():
         if args.only in (None, name):
             fn(args.quick)
+    summary_table()
+
+
+def summary_table() -> None:
+    """Every run of this process in one table, with PROPORTIONAL / this under the same trace."""
+    base = {
+        (s["label"], s["policy"]): s["avg_jct_hours"]
+        for s in _ALL
+        if s["mechanism"] == "proportional"
+    }
+    rows: list[list[object]] = []
+    for s in _ALL:
+        b = base.get((s["label"], s["policy"]))
+        rows.append(
+            [
+                s["label"],
+                s["policy"],
+                s["mechanism"],
+                s["avg_jct_hours"],
+                s["p50_jct_hours"],
+                s["p99_jct_hours"],
+                f"{b / s['avg_jct_hours']:.2f}" if b and s["avg_jct_hours"] > 0 else "-",
+                s["rounds"],
+                s["cpu_total_s"],
+                s["wall_total_s"],
+            ]
+        )
+    print(
+        "\nAll runs (prop/this = PROPORTIONAL's average JCT over this run's, same trace and policy)"
+    )
+    print(
+        _table(
+            [
+                "trace",
+                "policy",
+                "mechanism",
+                "avg h",
+                "p50 h",
+                "p99 h",
+                "prop/this",
+                "rounds",
+                "cpu s",
+                "wall s",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":
