@@ -228,6 +228,8 @@ def bench_shipped(solvers: list[str]) -> None:
     """Table 3: TUNE/OPT on the shipped instance families."""
     rows: list[list[object]] = []
     for path in sorted((ROOT / "instances").rglob("*.json")):
+        if json.loads(path.read_text(encoding="utf-8")).get("format") != "synergy-round/1":
+            continue
         inst = load_instance(path)
         tune = make_mechanism("tune").allocate(inst)
         for solver in solvers:
