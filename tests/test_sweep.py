@@ -237,6 +237,29 @@ def test_resumed_table_equals_uninterrupted_table(tmp_path: Path) -> None:
     assert table(tmp_path / "a") != table(tmp_path / "b")  # wall_seconds = the worker's pid
 
 
+def dying_cell(cell: Cell) -> dict[str, str]:
+    """Like :func:`fake_cell`, but the worker process dies abruptly on seed 1."""
+    if cell.get("seed") == 1:
+        os._exit(3)
+    return fake_cell(cell)
+
+
+def test_a_dead_pool_worker_stops_the_sweep_with_one_line_and_rerun_completes(
+    tmp_path: Path,
+) -> None:
+    spec = spec_from_dict(fake_spec(), "fake.toml")
+    with pytest.raises(SweepError, match="worker process died.*rerun"):
+        run_sweep(spec, tmp_path, fn=dying_cell, workers=2, validate=False)
+    d = cells_dir(tmp_path)
+    assert not d.exists() or not any(p.name.startswith(TMP_PREFIX) for p in d.iterdir())
+    done = finished_keys(tmp_path)
+    assert all(make_cell(dict(c.options)).get("seed") == 0 for c in spec.cells() if c.key in done)
+    out = run_sweep(spec, tmp_path, fn=fake_cell, workers=2)
+    assert out.complete and out.skipped == len(done)
+    run_sweep(spec, tmp_path / "ref", fn=fake_cell, workers=1)
+    assert table(tmp_path, timing=False) == table(tmp_path / "ref", timing=False)
+
+
 # --------------------------------------------------------------------------- report
 
 

@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,7 +226,14 @@ def _run_pool(
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    yield pending.pop(fut), fut.result()
+                    cell = pending.pop(fut)
+                    try:
+                        result = fut.result()
+                    except BrokenProcessPool as e:  # a worker died (killed, out of memory)
+                        raise SweepError(
+                            f"a worker process died ({e}); rerun the same command to resume"
+                        ) from None
+                    yield cell, result
         finally:
             for fut in pending:
                 fut.cancel()
@@ -264,7 +272,11 @@ def _run_dask(
         }
         try:
             for fut in as_completed(list(futures)):
-                yield futures[fut], fut.result()
+                try:
+                    result = fut.result()
+                except Exception as e:  # noqa: BLE001  (a lost worker fails its cell only)
+                    result = (False, f"{type(e).__name__}: {e}")
+                yield futures[fut], result
         finally:
             client.cancel(list(futures))
     finally:
