@@ -196,6 +196,22 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
+def test_no_deployable_answer_falls_back_without_a_foreign_bound() -> None:
+    """Fair share is 5 cores per GPU; the 1-core server cannot host a fair job, so only one
+    of the two runnable jobs can run: the runnable set's bound is not a bound for that
+    smaller set, so none is claimed."""
+    from synergy_opt.types import ThroughputMatrix
+
+    w = ThroughputMatrix.from_lists([5], [1.0], [[1.0]])
+    cl = Cluster((Server("s0", 1, 1, 10.0), Server("s1", 1, 10, 10.0)))
+    inst = RoundInstance("starved", cl, (Job("a", 1, w), Job("b", 1, w)))
+    alloc = run("opt", inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert len(alloc.jobs) == len(run("tune", inst).jobs) == 1
+    assert alloc.upper_bound is None
+    assert any("no upper bound" in n for n in alloc.notes)
+
+
 def test_better_of_prefers_tune_when_higher() -> None:
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     tune = run("tune", inst)
@@ -273,9 +289,12 @@ def test_property_opt_valid_and_bounds_every_mechanism(inst: RoundInstance) -> N
     tune = run("tune", inst)
     assert check_allocation(inst, tune, fair_share=True) == []
     assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
-    bound = sm_optimum(inst, select_runnable(inst))
-    if bound is not None:
+    runnable = select_runnable(inst)
+    bound = sm_optimum(inst, runnable)
+    if {j.id for j in alloc.jobs} == {j.id for j in runnable}:
         assert alloc.upper_bound == approx(bound)
+    else:  # the runnable set's bound does not cover a smaller set
+        assert alloc.upper_bound is None
     if alloc.upper_bound is not None:
         assert alloc.total_throughput <= alloc.upper_bound + ABS_TOL
     # Theorem 4.1: the super-machine over a mechanism's scheduled jobs bounds its total

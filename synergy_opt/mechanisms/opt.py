@@ -88,7 +88,13 @@ def _tune_fallback(
     notes: Sequence[str],
     t0: float,
 ) -> Allocation:
-    """TUNE's allocation relabelled as ``name``, with the bound and the reasons."""
+    """TUNE's allocation relabelled as ``name``, with the bound and the reasons.
+
+    The bound covers the runnable set; if TUNE left part of it unscheduled the bound does
+    not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
+    job adds), so it is dropped and the note says why.
+    """
+    upper, notes = _bound_for(inst, tune, upper, notes)
     for n in notes:
         log.warning("%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
@@ -99,6 +105,15 @@ def _tune_fallback(
         notes=tuple(notes),
         solve_seconds=time.perf_counter() - t0,
     )
+
+
+def _bound_for(
+    inst: RoundInstance, alloc: Allocation, upper: float | None, notes: Sequence[str]
+) -> tuple[float | None, list[str]]:
+    """The runnable set's bound if ``alloc`` schedules exactly that set, else none (and why)."""
+    if upper is not None and {j.id for j in alloc.jobs} != {j.id for j in select_runnable(inst)}:
+        return None, [*notes, "no upper bound: only part of the runnable set is scheduled"]
+    return upper, list(notes)
 
 
 def _better_of(
@@ -115,7 +130,12 @@ def _better_of(
             f"{name} solution's {mine.total_throughput:.6g}"
         )
         return _tune_fallback(inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0)
-    return dataclasses.replace(mine, solve_seconds=time.perf_counter() - t0)
+    upper, notes = _bound_for(inst, mine, mine.upper_bound, mine.notes)
+    for n in notes[len(mine.notes) :]:
+        log.warning("%s on %s: %s", name, inst.name, n)
+    return dataclasses.replace(
+        mine, upper_bound=upper, notes=tuple(notes), solve_seconds=time.perf_counter() - t0
+    )
 
 
 class _Clock:
