@@ -3,18 +3,21 @@
 ``opt`` runs, on TUNE's runnable set:
 
 1. the super-machine (1)-(5) on the fast path (classes, fair-share restriction, dominance;
-   proven equal to the Pyomo reference by tests) -> a grid point per job and the proven
-   upper bound reported as ``upper_bound``;
-2. the placement LP (pl0)-(pl4) over (class, point) demand classes, solved to a vertex;
-3. integral GPU assignment: whole jobs where the vertex put them, the few split ones on one
-   server (best fit on GPUs, the LP's servers first), spread only when no server can host them;
-4. per-server re-optimisation: the same knapsack with one (2)/(3) pair per server, so every
-   server's cores and memory go to its own jobs' best points (fair share kept by the column
-   restriction, the split penalty by a higher floor for spread jobs).
+   proven equal to the Pyomo reference by tests) -> a grid point per job, and the proven
+   optimum reported as ``upper_bound`` (the solver's dual bound, never an incumbent);
+2. whole-GPU assignments of those points to servers, tried in turn: a least-loaded packing
+   (balances cores and memory per server), the rounded vertex of the placement LP
+   (pl0)-(pl4) (the paper's route: whole jobs where the vertex put them, the few split ones
+   on one server, spread only when no server has the GPUs), and TUNE's own placement;
+3. for each assignment, per-server re-optimisation: the same knapsack with one (2)/(3) pair
+   per server, so every server's cores and memory go to its own jobs' best points (fair share
+   kept by the column restriction, the split penalty by a higher floor for spread jobs).
+   The search stops at the first candidate reaching the super-machine optimum.
 
-The result is checked by the independent checker and compared with TUNE on the same round;
-the better allocation is returned, and any fallback (time limit, solver failure, failed
-rounding, TUNE better) is said in ``notes`` and logged.  So OPT is never below TUNE.
+The best candidate is checked by the independent checker and compared with TUNE on the same
+round; the better allocation is returned, and any fallback (time limit, solver failure,
+failed rounding, TUNE better) is said in ``notes`` and logged.  So OPT is never below TUNE.
+The bound is claimed only when the whole runnable set is scheduled.
 
 ``opt-exact`` solves :mod:`~synergy_opt.formulations.joint` (Pyomo, either back-end) for
 small clusters; its ``upper_bound`` is the joint model's dual bound, so the true gap of TUNE
