@@ -149,7 +149,12 @@ def _highs_threads(h: Any, threads: int | None) -> None:
 
 
 def _highs_matrix(
-    mm: MatrixModel, time_limit: float | None, rel_gap: float, threads: int | None, simplex: bool
+    mm: MatrixModel,
+    time_limit: float | None,
+    rel_gap: float,
+    threads: int | None,
+    simplex: bool,
+    node_limit: int | None = None,
 ) -> SolveResult:
     import highspy
 
@@ -176,6 +181,8 @@ def _highs_matrix(
     h.setOptionValue("mip_rel_gap", float(rel_gap))
     h.setOptionValue("mip_abs_gap", 1e-9)
     _highs_threads(h, threads)
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
     if simplex and not mm.is_mip:
         h.setOptionValue("solver", "simplex")
     t0 = time.perf_counter()
@@ -210,7 +217,11 @@ def _highs_matrix(
 
 
 def _ortools_matrix(
-    mm: MatrixModel, time_limit: float | None, rel_gap: float, threads: int | None
+    mm: MatrixModel,
+    time_limit: float | None,
+    rel_gap: float,
+    threads: int | None,
+    node_limit: int | None = None,
 ) -> SolveResult:
     from ortools.linear_solver import pywraplp
 
@@ -252,6 +263,8 @@ def _ortools_matrix(
         solver.SetTimeLimit(int(max(time_limit, 1e-3) * 1000))
     if threads is not None:
         solver.SetNumThreads(int(threads))
+    if node_limit is not None and mm.is_mip:
+        solver.SetSolverSpecificParametersAsString(f"limits/nodes = {int(node_limit)}\n")
     params = pywraplp.MPSolverParameters()
     if mm.is_mip:
         params.SetDoubleParam(params.RELATIVE_MIP_GAP, float(rel_gap))
@@ -304,13 +317,18 @@ def solve_matrix(
     rel_gap: float = DEFAULT_REL_GAP,
     threads: int | None = None,
     vertex: bool = True,
+    node_limit: int | None = None,
 ) -> SolveResult:
-    """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex)."""
+    """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex).
+
+    ``node_limit`` caps branch-and-bound nodes: unlike a time limit it stops at the same
+    incumbent on every run, so callers that need deterministic output use it.
+    """
     _check_backend(backend)
     if backend == "highs":
-        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex)
+        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex, node_limit)
     else:
-        res = _ortools_matrix(mm, time_limit, rel_gap, threads)
+        res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit)
     log.debug(
         "%s %s: %s obj=%s bound=%s in %.3fs",
         mm.name,

@@ -265,6 +265,25 @@ def test_property_joint_below_super_machine(inst: RoundInstance) -> None:
         assert optimal(ex) <= optimal(sm) + ABS_TOL
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", range(3))
+def test_server_class_mip_equals_joint_for_single_gpu_jobs(seed: int, backend: str) -> None:
+    """1-GPU jobs cannot spread, so the aggregated server-class MIP is the joint model."""
+    import random
+
+    rng = random.Random(seed)
+    lib = shipped_profiles()
+    names = ("res18", "alexnet", "m5", "gnmt", "shufflenet")
+    jobs = tuple(Job(f"j{k}", 1, lib.get(rng.choice(names)).matrix(1)) for k in range(7))
+    cl = Cluster((Server("s0", 4, 12, 250.0), Server("s1", 4, 12, 250.0)))
+    inst = RoundInstance("sc", cl, jobs)
+    run = select_runnable(inst)
+    classes = fast.make_classes(inst, run)
+    sc = fast.build_server_classes(inst, classes, [(0, 1)] * len(classes))
+    ex = solve_pyomo(joint.build_joint(inst, run), backend)
+    assert optimal(solve_matrix(sc.matrix, backend)) == approx(optimal(ex))
+
+
 # --------------------------------------------------------------------------- placement
 
 

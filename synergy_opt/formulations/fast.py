@@ -315,3 +315,64 @@ def build_placement_fast(inst: RoundInstance, demands: Sequence[DemandClass]) ->
         name="placement_fast",
     )
     return PlacementModel(mm, tuple(demands), tuple(colmap))
+
+
+# --------------------------------------------------------------------------- per-server classes
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ServerClassModel:
+    """Consolidated placement and point choice at once: z[k, q, s] jobs of class k at q on s.
+
+    Rows: one count row per class (sum_{q,s} z = n_k), then (GPUs, cores, memory) per server.
+    It is the joint model restricted to jobs on one server each, aggregated by class (exact
+    for rounds of 1-GPU jobs, which cannot spread); OPT uses it as one more rounding route.
+    """
+
+    matrix: MatrixModel
+    classes: tuple[JobClass, ...]
+    columns: tuple[tuple[int, int, int], ...]
+
+
+def build_server_classes(
+    inst: RoundInstance, classes: Sequence[JobClass], allowed: Sequence[Sequence[int]]
+) -> ServerClassModel:
+    """Columns for every class, useful point and allowed server that can hold the class."""
+    servers = inst.cluster.servers
+    n_cls = len(classes)
+    cols: list[list[tuple[int, float]]] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    colmap: list[tuple[int, int, int]] = []
+    for k, cl in enumerate(classes):
+        g = cl.members[0].gpus
+        for q, (c, m, tp) in enumerate(cl.points):
+            for s in allowed[k]:
+                cap = min(cl.count, servers[s].gpus // g)
+                if cap < 1 or c > servers[s].cpus or m > servers[s].mem_gb:
+                    continue
+                r = n_cls + 3 * s
+                cols.append([(k, 1.0), (r, float(g)), (r + 1, float(c)), (r + 2, float(m))])
+                cost.append(tp)
+                upper.append(float(cap))
+                colmap.append((k, q, s))
+    start, idx, val = _csc(cols)
+    counts = np.array([float(cl.count) for cl in classes])
+    cap_rows = np.array(
+        [v for srv in servers for v in (srv.gpus, srv.cpus, srv.mem_gb)], dtype=np.float64
+    )
+    n = len(cost)
+    mm = MatrixModel(
+        cost=np.asarray(cost, dtype=np.float64),
+        col_lower=np.zeros(n),
+        col_upper=np.asarray(upper, dtype=np.float64),
+        integer=np.ones(n, dtype=bool),
+        row_lower=np.concatenate([counts, np.full(cap_rows.shape[0], -np.inf)]),
+        row_upper=np.concatenate([counts, cap_rows]),
+        a_start=start,
+        a_index=idx,
+        a_value=val,
+        maximize=True,
+        name="server_classes_fast",
+    )
+    return ServerClassModel(mm, tuple(classes), tuple(colmap))

@@ -41,6 +41,7 @@ from synergy_opt.formulations.fast import (
     MatrixModel,
     build_knapsack,
     build_placement_fast,
+    build_server_classes,
     build_super_machine_fast,
     class_key,
     useful_points,
@@ -74,6 +75,12 @@ EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
 #: Above this many (job, server) pairs the joint model is not even built (its Pyomo build
 #: alone would take minutes and gigabytes); ``opt-exact`` then returns ``opt``'s answer.
 EXACT_MAX_PAIRS: int = 5000
+
+#: The server-class MIP route runs only on rounds with at most this many columns
+#: (about 8 servers of mixed jobs): beyond, its root solve alone costs a second or more.
+CLASS_MIP_MAX_COLUMNS: int = 400
+#: Branch-and-bound nodes for that route: a deterministic stop, unlike a time limit.
+CLASS_MIP_NODES: int = 200
 
 Point = tuple[int, float, float]  # (cpus, mem_gb, throughput)
 
@@ -170,6 +177,7 @@ class Opt:
         *,
         rel_gap: float = DEFAULT_REL_GAP,
         vertex: bool = True,
+        node_limit: int | None = None,
     ) -> SolveResult:
         return solve_matrix(
             mm,
@@ -178,6 +186,7 @@ class Opt:
             threads=self.options.threads,
             rel_gap=rel_gap,
             vertex=vertex,
+            node_limit=node_limit,
         )
 
     def allocate(self, inst: RoundInstance) -> Allocation:
@@ -203,8 +212,9 @@ class Opt:
             res.runtime_s,
         )
 
-        # Up to three integral GPU assignments, each re-optimised per server: a least-loaded
-        # packing of the super-machine points (balances cores and memory per server), the
+        # Up to four integral GPU assignments, each re-optimised per server: a least-loaded
+        # packing of the super-machine points (balances cores and memory per server), on
+        # small rounds the server-class MIP (consolidated placement and points at once), the
         # rounded vertex of the placement LP (the paper's route), and TUNE's own (whose points
         # the knapsack can always keep, so that candidate is never below TUNE).  The best is
         # returned; the search stops early once a candidate reaches the super-machine bound.
@@ -213,6 +223,7 @@ class Opt:
         target = (res.objective or 0.0) - 1e-9 * max(1.0, abs(res.objective or 0.0))
         for label, plan_of in (
             ("balanced packing", _balanced_plan),
+            ("server-class MIP", self._class_mip_plan),
             ("placement LP", self._lp_plan),
             ("tune placement", _tune_plan),
         ):
@@ -242,6 +253,39 @@ class Opt:
         return _better_of(inst, mine, tune, self.name, t0)
 
     # ------------------------------------------------------------------ rounding
+
+    def _class_mip_plan(
+        self,
+        inst: RoundInstance,
+        classes: Sequence[JobClass],
+        picks: Sequence[Sequence[tuple[Point, int]]],
+        clock: _Clock,
+        tune: Allocation,
+    ) -> dict[str, list[tuple[int, int]]]:
+        """Servers from the server-class MIP (small rounds only; a node limit keeps it bounded).
+
+        The node limit, not a time limit, ends the search, so the answer is the same on every
+        run (a time limit is only passed when the caller set one).
+        """
+        servers = inst.cluster.servers
+        allowed = [
+            tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
+            for cl in classes
+        ]
+        size = sum(len(cl.points) * len(a) for cl, a in zip(classes, allowed, strict=True))
+        if size > CLASS_MIP_MAX_COLUMNS:
+            raise RoundingError(f"skipped: {size} columns > {CLASS_MIP_MAX_COLUMNS}")
+        sc = build_server_classes(inst, classes, allowed)
+        res = self._solve(sc.matrix, clock, rel_gap=CONFIGURE_REL_GAP, node_limit=CLASS_MIP_NODES)
+        if res.x is None:
+            raise RoundingError(f"server-class MIP ended {res.status} ({res.solver})")
+        pending = [iter(cl.members) for cl in classes]
+        plan: dict[str, list[tuple[int, int]]] = {}
+        for (k, _, s), v in zip(sc.columns, res.x, strict=True):
+            for _ in range(int(round(float(v)))):
+                job = next(pending[k])
+                plan[job.id] = [(s, job.gpus)]
+        return plan
 
     def _lp_plan(
         self,
