@@ -225,8 +225,22 @@ def test_a_mechanism_that_never_schedules_is_reported_not_looped() -> None:
         def allocate(self, inst: RoundInstance) -> Allocation:
             return Allocation(inst.name, "idle", (), tuple(j.id for j in inst.jobs), 0.0, 0)
 
-    with pytest.raises(SimulationError, match="none of the 1 queued jobs"):
+    with pytest.raises(SimulationError, match="none of the 1 queued jobs makes progress"):
         simulate(SimConfig(paper_cluster()), [TraceJob("x", 0.0, 1, "gnmt", 60.0)], Idle(), "fifo")
+
+    inner = make_mechanism("proportional")
+
+    class Stalled:  # schedules every job at zero throughput
+        name = "stalled"
+
+        def allocate(self, inst: RoundInstance) -> Allocation:
+            a = inner.allocate(inst)
+            return replace(a, jobs=tuple(replace(ja, throughput=0.0) for ja in a.jobs))
+
+    trace = [TraceJob("x", 0.0, 1, "gnmt", 60.0), TraceJob("y", 900.0, 1, "gnmt", 60.0)]
+    # It keeps going while a job may still arrive (y at 900 s), then gives up.
+    with pytest.raises(SimulationError, match=r"round at 900 s: none of the 2 .*\(2 scheduled\)"):
+        simulate(SimConfig(paper_cluster()), trace, Stalled(), "fifo")
 
 
 def test_an_over_full_allocation_fails_the_debug_check() -> None:

@@ -229,10 +229,12 @@ class _Engine:
                 reused=self._last_reused,
             )
         )
-        if not alloc.jobs and self.arrivals_left == 0:
+        if self.arrivals_left == 0 and not any(e[1] > 0 for e in plan.entries):
+            # Nothing progresses and nothing will arrive: the next round is this one again.
             raise SimulationError(
-                f"round at {t:g} s: the mechanism scheduled none of the {len(self.active)} queued "
-                "jobs and no job is left to arrive, so the simulation can never finish"
+                f"round at {t:g} s: none of the {len(self.active)} queued jobs makes progress "
+                f"({len(plan.entries)} scheduled) and no job is left to arrive, so the "
+                "simulation can never finish"
             )
         self._schedule_round(end)
 
