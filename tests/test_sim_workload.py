@@ -66,9 +66,11 @@ def test_philly_durations_are_positive_samples_of_the_shipped_run_times() -> Non
     assert set(d) <= set(runtimes.tolist())
 
 
-def test_a_seed_names_a_trace() -> None:
+def test_a_seed_names_a_trace_and_more_jobs_extend_it() -> None:
     assert gen(7, jobs=100) == gen(7, jobs=100)
     assert gen(7, jobs=100) != gen(8, jobs=100)
+    for kw in ({"kind": "multi-gpu"}, {"durations": "philly", "assignment": "iid"}):
+        assert gen(7, jobs=150, **kw)[:100] == gen(7, jobs=100, **kw)
 
 
 @pytest.mark.parametrize(

@@ -231,10 +231,11 @@ class _Engine:
         )
         if self.arrivals_left == 0 and not any(e[1] > 0 for e in plan.entries):
             # Nothing progresses and nothing will arrive: the next round is this one again.
+            first = next(iter(self.active.values())).job.id
             raise SimulationError(
                 f"round at {t:g} s: none of the {len(self.active)} queued jobs makes progress "
-                f"({len(plan.entries)} scheduled) and no job is left to arrive, so the "
-                "simulation can never finish"
+                f"({len(plan.entries)} scheduled; first queued: {first}) and no job is left to "
+                f"arrive, so the simulation can never finish under {self.mech.name}"
             )
         self._schedule_round(end)
 

@@ -12,8 +12,11 @@
   all jobs so far and cycles round-robin through that category's models; ``iid`` draws the
   category with the split as probabilities and the model uniformly.
 
-Everything random comes from the ``numpy.random.Generator`` passed in, in a fixed order of
-draws, so a seed names a trace.  The output is a tuple of
+Everything random comes from the ``numpy.random.Generator`` passed in, so a seed names a
+trace.  Each random quantity (arrival gaps, duration class, duration value, GPU count,
+category, model) draws from its own child stream of that generator, one value per job, so
+a longer trace from the same seed extends a shorter one: ``--jobs 7000`` begins with the
+``--jobs 6000`` trace.  The output is a tuple of
 :class:`~synergy_opt.tracefile.TraceJob` (the same type ``--trace`` files become), so the
 simulator has one input path.
 """
@@ -101,12 +104,14 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
     return np.cumsum(gaps)
 
 
-def _durations(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
+def _durations(
+    spec: WorkloadSpec, rng_class: np.random.Generator, rng_value: np.random.Generator
+) -> np.ndarray:
     if spec.durations == "philly":
-        return rng.choice(philly_runtimes_s(), size=spec.jobs, replace=True)
+        return rng_value.choice(philly_runtimes_s(), size=spec.jobs, replace=True)
     probs = np.array([c[0] for c in DURATION_CLASSES])
-    cls = rng.choice(len(DURATION_CLASSES), size=spec.jobs, p=probs / probs.sum())
-    u = rng.random(spec.jobs)
+    cls = rng_class.choice(len(DURATION_CLASSES), size=spec.jobs, p=probs / probs.sum())
+    u = rng_value.random(spec.jobs)
     lo = np.array([DURATION_CLASSES[c][1] for c in cls])
     hi = np.array([DURATION_CLASSES[c][2] for c in cls])
     return 60.0 * 10.0 ** (lo + u * (hi - lo))
@@ -119,7 +124,10 @@ def _gpus(spec: WorkloadSpec, rng: np.random.Generator) -> np.ndarray:
 
 
 def _models(
-    spec: WorkloadSpec, profiles: ProfileLibrary, rng: np.random.Generator
+    spec: WorkloadSpec,
+    profiles: ProfileLibrary,
+    rng_category: np.random.Generator,
+    rng_model: np.random.Generator,
 ) -> list[tuple[str, str]]:
     pools = {c: [p.name for p in profiles.by_category(c)] for c in CATEGORIES}
     share = np.array(spec.split, dtype=float) / sum(spec.split)
@@ -128,10 +136,11 @@ def _models(
             raise ValueError(f"split: category {c!r} has a positive share but no model profile")
     out: list[tuple[str, str]] = []
     if spec.assignment == "iid":
-        cats = rng.choice(len(CATEGORIES), size=spec.jobs, p=share)
-        for c in cats:
+        cats = rng_category.choice(len(CATEGORIES), size=spec.jobs, p=share)
+        picks = rng_model.random(spec.jobs)
+        for c, u in zip(cats, picks, strict=True):
             pool = pools[CATEGORIES[c]]
-            out.append((pool[int(rng.integers(len(pool)))], CATEGORIES[c]))
+            out.append((pool[min(int(u * len(pool)), len(pool) - 1)], CATEGORIES[c]))
         return out
     counts = np.zeros(len(CATEGORIES))
     cursor = [0] * len(CATEGORIES)
@@ -151,10 +160,11 @@ def generate_workload(
     spec: WorkloadSpec, profiles: ProfileLibrary, rng: np.random.Generator
 ) -> tuple[TraceJob, ...]:
     """A synthetic trace per ``spec``; ids are ``j0, j1, ...`` in arrival order."""
-    arrivals = _arrivals(spec, rng)
-    durations = _durations(spec, rng)
-    gpus = _gpus(spec, rng)
-    models = _models(spec, profiles, rng)
+    s_arrival, s_class, s_value, s_gpus, s_category, s_model = rng.spawn(6)
+    arrivals = _arrivals(spec, s_arrival)
+    durations = _durations(spec, s_class, s_value)
+    gpus = _gpus(spec, s_gpus)
+    models = _models(spec, profiles, s_category, s_model)
     return tuple(
         TraceJob(
             id=f"j{k}",
