@@ -121,3 +121,20 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert option in err and len(err.splitlines()) == 1
+
+
+def test_a_run_that_can_never_finish_exits_1_and_compare_keeps_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GREEDY never places the 8-GPU alexnet job (96 cores at its best point, servers have 24).
+    trace = tmp_path / "t.csv"
+    trace.write_text("id,arrival_s,gpus,model,duration_s\nbig,0,8,alexnet,600\nx,0,1,gnmt,600\n")
+    base = ["--trace", str(trace), "--servers", "2", "--quiet"]
+    assert main(["simulate", "--mechanism", "greedy", *base, "-o", str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "can never finish under greedy" in err and len(err.splitlines()) == 1
+    out = tmp_path / "c"
+    assert main(["compare", "--mechanisms", "proportional,greedy", *base, "-o", str(out)]) == 1
+    assert "fifo/greedy" in capsys.readouterr().err
+    doc = json.loads((out / "compare.json").read_text())
+    assert [r["mechanism"] for r in doc["runs"]] == ["proportional"]

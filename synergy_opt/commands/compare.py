@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from synergy_opt.commands.common import UsageError
 from synergy_opt.commands.simulate import (
@@ -26,7 +27,7 @@ from synergy_opt.io import write_json_atomic
 from synergy_opt.mechanisms import mechanism_names
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import load_profiles
-from synergy_opt.sim.engine import SimResult
+from synergy_opt.sim.engine import SimResult, SimulationError
 from synergy_opt.sim.metrics import summarize, write_outputs
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,16 @@ def run(args: argparse.Namespace) -> int:
     seed = None if args.trace is not None else args.seed
     results: dict[str, SimResult] = {}
     summaries = []
+    failed = 0
     for policy in policies:
         for mech in mechanisms:
-            res = run_one(config, trace, mech, policy, args, profiles)
+            try:
+                res = run_one(config, trace, mech, policy, args, profiles)
+            except SimulationError as e:
+                # One mechanism that cannot finish the trace must not hide the others.
+                print(f"compare: {policy}/{mech}: {e}", file=sys.stderr)
+                failed += 1
+                continue
             write_outputs(res, f"{args.output}/{policy}-{mech}", seed=seed)
             results[f"{policy}/{mech}"] = res
             summaries.append(summarize(res, seed))
@@ -85,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     # (e.g. PROPORTIONAL / TUNE = the paper's speed-up when proportional is listed first).
     base = {s["policy"]: s["avg_jct_hours"] for s in summaries if s["mechanism"] == mechanisms[0]}
     ratios = [
-        f"{base[s['policy']] / s['avg_jct_hours']:.2f}x" if s["avg_jct_hours"] > 0 else "-"
+        f"{base[s['policy']] / s['avg_jct_hours']:.2f}x"
+        if s["policy"] in base and s["avg_jct_hours"] > 0
+        else "-"
         for s in summaries
     ]
     write_json_atomic(
@@ -104,4 +114,4 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(format_table(summaries, [(f"{mechanisms[0]}/this", ratios)]))
         print(f"wrote {args.output}/compare.json and {args.output}/jct_cdf.png")
-    return 0
+    return 1 if failed else 0

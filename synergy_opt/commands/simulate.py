@@ -21,7 +21,7 @@ from synergy_opt.commands.common import (
     positive_float,
     positive_int,
 )
-from synergy_opt.io import InputError, load_cluster
+from synergy_opt.io import load_cluster
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
@@ -268,19 +268,20 @@ def run_one(
     args: argparse.Namespace,
     profiles: ProfileLibrary,
 ) -> SimResult:
-    """Simulate one (policy, mechanism) pair; engine failures become one-line errors."""
+    """Simulate one (policy, mechanism) pair.
+
+    Raises :class:`SimulationError` when the run can never finish (a mechanism that never
+    runs some job): not bad input, so the commands report it and exit 1.
+    """
     progress: Callable[[int, int], None] = ProgressBar(f"{policy}/{mechanism}", not args.quiet)
-    try:
-        return simulate(
-            config,
-            trace,
-            make_mechanism(mechanism, mechanism_options(args)),
-            policy,
-            profiles=profiles,
-            progress=progress,
-        )
-    except SimulationError as e:
-        raise InputError(f"simulate: {e}") from None
+    return simulate(
+        config,
+        trace,
+        make_mechanism(mechanism, mechanism_options(args)),
+        policy,
+        profiles=profiles,
+        progress=progress,
+    )
 
 
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -338,7 +339,11 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     profiles = load_profiles(args.profiles)
     trace = build_trace(args, profiles)
-    result = run_one(config, trace, args.mechanism, args.policy, args, profiles)
+    try:
+        result = run_one(config, trace, args.mechanism, args.policy, args, profiles)
+    except SimulationError as e:
+        print(f"simulate: {e}", file=sys.stderr)
+        return 1
     seed = None if args.trace is not None else args.seed
     out = write_outputs(result, args.output, seed=seed)
     if args.plots:
