@@ -612,11 +612,21 @@ class OptExact:
         res = solve_pyomo(model, solver, time_limit=left, threads=self.options.threads)
         upper = res.dual_bound
         if not res.has_solution:
+            # OPT is never below TUNE and its bound is valid here too; keep the tighter bound.
+            alt = Opt(self.options).allocate(inst)
+            bounds = [b for b in (upper, alt.upper_bound) if b is not None]
             note = (
-                f"fell back to tune: joint model ended {res.status} ({res.solver}) "
-                "without a solution"
+                f"joint model ended {res.status} ({res.solver}) without a solution; "
+                "returned opt's allocation"
             )
-            return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
+            log.warning("opt-exact on %s: %s", inst.name, note)
+            mine = dataclasses.replace(
+                alt,
+                mechanism=self.name,
+                upper_bound=min(bounds) if bounds else None,
+                notes=(note, *alt.notes),
+            )
+            return _better_of(inst, mine, tune, self.name, t0)
         notes = []
         if res.status is not TerminationStatus.OPTIMAL:
             notes.append(f"joint model not proven optimal: {res.status}, gap {res.mip_gap}")
@@ -636,4 +646,17 @@ class OptExact:
         mine = build_allocation(
             inst, self.name, placements, solver=solver, upper_bound=upper, notes=notes
         )
+        if res.status is not TerminationStatus.OPTIMAL:
+            # An unproven incumbent may trail OPT's rounding: keep whichever is better, with
+            # the joint model's dual bound (valid for both, same runnable set).
+            alt = Opt(self.options).allocate(inst)
+            if (
+                alt.total_throughput > mine.total_throughput + THROUGHPUT_EPS
+                and not check_allocation(inst, alt, fair_share=True)
+            ):
+                note = "returned opt's allocation: it beats the joint model's incumbent"
+                log.warning("opt-exact on %s: %s", inst.name, note)
+                mine = dataclasses.replace(
+                    alt, mechanism=self.name, upper_bound=upper, notes=(*notes, note)
+                )
         return _better_of(inst, mine, tune, self.name, t0)
