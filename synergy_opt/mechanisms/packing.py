@@ -304,11 +304,15 @@ def place_job(
     *,
     first_fit: bool = False,
     allow_spread: bool = True,
+    fit_spread: bool = False,
 ) -> list[tuple[int, int, int, float]] | None:
     """Place ``job`` with (cpus, mem) in total: consolidated if possible, else spread.
 
     Consolidation uses best fit (least free resources) or, for GREEDY, first fit.  Parts
     are taken from ``state`` only when every part fits, so a failure changes nothing.
+    ``fit_spread`` adds a last resort for demands that must be met somewhere (the
+    GPU-proportional share, or TUNE's fair-share-keeping fallback): spread over as many
+    servers as it takes to feed each part (:meth:`ClusterState.fitting_spread_plan`).
     """
     g = job.gpus
     fit = state.first_fit if first_fit else state.best_fit
@@ -326,6 +330,8 @@ def place_job(
         if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
             parts = None
     if parts is None:
+        if not fit_spread:
+            return None
         # The GPU-only plan failed on cores or memory (a big share on small servers):
         # spread by what each server can feed instead.
         plan = state.fitting_spread_plan(job, g, cpus, mem)

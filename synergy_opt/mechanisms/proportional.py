@@ -44,7 +44,12 @@ class Proportional:
             # baseline then waits for a whole server rather than run below its own share.
             consolidable = job.gpus <= state.max_server_gpus(job)
             parts = place_job(
-                state, job, c, m, allow_spread=not consolidable or job.split_penalty >= 1.0
+                state,
+                job,
+                c,
+                m,
+                allow_spread=not consolidable or job.split_penalty >= 1.0,
+                fit_spread=True,
             )
             if parts:
                 placements[job.id] = [PlacementPart(names[i], k, pc, pm) for i, k, pc, pm in parts]

@@ -134,6 +134,7 @@ class Tune:
                         cpus,
                         mem,
                         allow_spread=self._may_spread(job, consolidable, s.throughput, fair_tp),
+                        fit_spread=True,
                     )
             if parts is None:
                 parts = self._reclaim_and_place(
