@@ -179,3 +179,27 @@ def test_share_bigger_than_any_server_is_spread_not_starved() -> None:
     prop = make_mechanism("proportional").allocate(inst)
     parts = sorted((p.server, p.gpus, p.cpus) for p in prop.jobs[0].placement)
     assert parts == [("g2a", 5, 82), ("g2b", 3, 49)]
+
+
+def test_tune_fallback_spreads_a_job_no_allowed_server_can_feed() -> None:
+    """An 8-GPU alexnet restricted to G2 servers (48 GiB per GPU): its best point (1000 GB)
+    and its fair-share-keeping point (72 cores, 500 GB) both exceed one G2 server, so TUNE
+    must spread the fallback by what each server can feed (6 + 2 GPUs at 62.5 GB each) or
+    the job never runs."""
+    cluster = Cluster(
+        (
+            Server("g2a", 8, 96, 384.0, "G2"),
+            Server("g2b", 8, 96, 384.0, "G2"),
+            Server("t4", 2, 104, 512.0, "T4"),
+        )
+    )
+    lib = shipped_profiles()
+    job = Job("img", 8, lib.get("alexnet").matrix(8), "alexnet", gpu_types=("G2",))
+    inst = RoundInstance("g2-only", cluster, (job,))
+    alloc = make_mechanism("tune").allocate(inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    (ja,) = alloc.jobs
+    assert sorted((p.server, p.gpus, p.cpus) for p in ja.placement) == [
+        ("g2a", 6, 54), ("g2b", 2, 18)
+    ]
+    assert ja.throughput == pytest.approx(ja.fair_share_throughput, abs=ABS_TOL)
