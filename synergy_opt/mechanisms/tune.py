@@ -134,11 +134,23 @@ class Tune:
                         cpus,
                         mem,
                         allow_spread=self._may_spread(job, consolidable, s.throughput, fair_tp),
-                        fit_spread=True,
                     )
             if parts is None:
                 parts = self._reclaim_and_place(
                     inst, state, residents, job, cpus, mem, consolidable, fair_tp
+                )
+            if parts is None:
+                # Last resort for heterogeneous clusters: no server (and no GPU-only spread)
+                # can feed even the fair-share-keeping demand, e.g. 500 GB for 8 GPUs on
+                # 384 GB servers; spread it by what each server can feed, or it never runs.
+                w = job.sensitivity.lookup(cpus, mem)
+                parts = place_job(
+                    state,
+                    job,
+                    cpus,
+                    mem,
+                    allow_spread=self._may_spread(job, consolidable, w, fair_tp),
+                    fit_spread=True,
                 )
             if parts is None:
                 continue
