@@ -14,10 +14,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# The main job on built-in data: solve the shipped paper-like 128-GPU round with every
-# mechanism and check each answer independently.
+# The main job on built-in data: solve the paper-like 128-GPU round with every mechanism
+# and check each answer independently, then replay a generated paper workload (128 GPUs,
+# FIFO, 9 jobs/h) under the heuristics and compare job completion times.
 run: install
 	$(BIN)/synergy-opt demo -o out/demo
+	$(BIN)/synergy-opt compare --jobs 2000 --arrival-rate 9 --window 1000:1500 \
+		--mechanisms proportional,greedy,tune,tune-inorder -o out/compare
 
 test: install
 	$(PY) -m pytest -q
