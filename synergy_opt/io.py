@@ -345,19 +345,30 @@ def allocation_from_dict(value: Any) -> Allocation:
 # --------------------------------------------------------------------------- files
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
-    """Decode a JSON file, turning every failure into one :class:`InputError` line."""
+def read_text(path: str | os.PathLike[str], expected: str) -> str:
+    """A text file's contents (UTF-8, BOM dropped, line endings kept as they are).
+
+    Every failure becomes one :class:`InputError` line naming the file; ``expected`` says
+    what the file should have been (``"a JSON file"``, ``"a CSV trace"``, ...).
+    """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, encoding="utf-8-sig", newline="") as f:
+            return f.read()
     except FileNotFoundError:
         raise InputError(f"{p}: no such file") from None
     except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, expected a JSON file") from None
+        raise InputError(f"{p}: is a directory, expected {expected}") from None
     except UnicodeDecodeError:
         raise InputError(f"{p}: not UTF-8 text") from None
     except OSError as e:
         raise InputError(f"{p}: cannot read ({e.strerror})") from None
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Decode a JSON file, turning every failure into one :class:`InputError` line."""
+    p = Path(path)
+    text = read_text(p, "a JSON file")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from synergy_opt.io import InputError, write_text_atomic
+from synergy_opt.io import InputError, read_text, write_text_atomic
 from synergy_opt.profiles import ProfileLibrary
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "arrival_s", "gpus", "model", "duration_s")
@@ -97,17 +97,7 @@ def read_trace(
     ``--window`` is well defined even for unsorted files.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a directory, expected a CSV trace") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not UTF-8 text") from None
-    except OSError as e:
-        raise InputError(f"{p}: cannot read ({e.strerror})") from None
-    reader = csv.reader(_io.StringIO(text))
+    reader = csv.reader(_io.StringIO(read_text(p, "a CSV trace"), newline=""))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
