@@ -128,9 +128,9 @@ def test_alibaba_explicit_options_for_sharing_cpu_only_and_phases() -> None:
     _accounted(ok.report)
 
 
-def test_alibaba_time_scale_compresses_arrivals_only() -> None:
+def test_alibaba_arrival_compression_compresses_arrivals_only() -> None:
     base = convert("alibaba-gpu-2023", [PODS])
-    fast = convert("alibaba-gpu-2023", [PODS], ConvertOptions(time_scale=10.0))
+    fast = convert("alibaba-gpu-2023", [PODS], ConvertOptions(arrival_compression=10.0))
     for a, b in zip(base.jobs, fast.jobs, strict=True):
         assert b.arrival_s == pytest.approx(a.arrival_s / 10.0, abs=1e-3)
         assert b.duration_s == a.duration_s
@@ -258,8 +258,8 @@ def test_inputs_are_told_apart_by_header() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"gpu_sharing": "half"}, {"time_scale": 0.0}, {"nodes_fraction": 1.5}, {"max_jobs": 0},
-     {"skip_jobs": -1}, {"split": (0.0, 0.0, 0.0)}, {"attempts": "first"}],
+    [{"gpu_sharing": "half"}, {"arrival_compression": 0.0}, {"nodes_fraction": 1.5},
+     {"max_jobs": 0}, {"skip_jobs": -1}, {"split": (0.0, 0.0, 0.0)}, {"attempts": "first"}],
 )
 def test_options_are_validated(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):

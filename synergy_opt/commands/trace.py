@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="drop the first K converted jobs (arrival order)")
     sel.add_argument("--max-jobs", type=positive_int, default=None, metavar="N",
                      help="keep at most N jobs after --skip-jobs")
-    sel.add_argument("--time-scale", type=positive_float, default=1.0, metavar="F",
+    sel.add_argument("--compress-arrivals", type=positive_float, default=1.0, metavar="F",
                      help="divide inter-arrival times by F (F > 1: busier trace)")
     c.set_defaults(func=run)
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         max_jobs=args.max_jobs,
         skip_jobs=args.skip_jobs,
-        time_scale=args.time_scale,
+        arrival_compression=args.compress_arrivals,
     )
     profiles = load_profiles(args.profiles)
     conv = convert(args.kind, args.inputs, opts, profiles)

@@ -66,7 +66,7 @@ class ConvertOptions:
         Philly category split (image, language, speech) in percent for the model rule.
     max_jobs, skip_jobs:
         After conversion, keep jobs ``skip_jobs .. skip_jobs + max_jobs`` in arrival order.
-    time_scale:
+    arrival_compression:
         Divide inter-arrival times by this factor (> 1 compresses the trace, raising load);
         durations are unchanged.
     """
@@ -83,7 +83,7 @@ class ConvertOptions:
     split: tuple[float, float, float] = (20.0, 70.0, 10.0)
     max_jobs: int | None = None
     skip_jobs: int = 0
-    time_scale: float = 1.0
+    arrival_compression: float = 1.0
 
     def __post_init__(self) -> None:
         choices = {
@@ -96,8 +96,9 @@ class ConvertOptions:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
-        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
-            raise ValueError(f"time_scale: must be positive and finite, got {self.time_scale!r}")
+        k = self.arrival_compression
+        if not (math.isfinite(k) and k > 0):
+            raise ValueError(f"arrival_compression: must be positive and finite, got {k!r}")
         if not 0 < self.nodes_fraction <= 1:
             raise ValueError(f"nodes_fraction: must be in (0, 1], got {self.nodes_fraction!r}")
         if self.max_jobs is not None and self.max_jobs < 1:
@@ -191,10 +192,10 @@ class Conversion:
 def finish_jobs(
     jobs: Sequence[TraceJob], opts: ConvertOptions, tally: Tally
 ) -> Conversion:
-    """Sort by arrival, apply ``--skip-jobs/--max-jobs`` and ``--time-scale``, shift to t=0.
+    """Sort by arrival, apply ``--skip-jobs/--max-jobs`` and ``--compress-arrivals``, shift to 0.
 
     Arrivals are made relative to the first kept job so a selected slice starts at once;
-    ``time_scale`` divides the gaps, compressing the trace into a busier one with the same
+    ``arrival_compression`` divides the gaps, making a busier trace of the same
     jobs.  Ties keep input order, so the result is deterministic.
     """
     order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival_s, k))
@@ -206,7 +207,7 @@ def finish_jobs(
     if kept:
         t0 = kept[0].arrival_s
         for j in kept:
-            a = (j.arrival_s - t0) / opts.time_scale
+            a = (j.arrival_s - t0) / opts.arrival_compression
             out.append(replace(j, arrival_s=_round_s(a)))
     report = tally.report(len(out), trimmed)
     models = Counter(j.model for j in out)
