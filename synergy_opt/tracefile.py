@@ -125,9 +125,8 @@ def read_trace(
                 raise InputError(f"{where}: id: duplicate job id {job.id!r}")
             seen.add(job.id)
             if profiles is not None and job.model not in profiles:
-                raise InputError(
-                    f"{where}: model: unknown model {job.model!r}; known: {', '.join(profiles.names())}"
-                )
+                known = ", ".join(profiles.names())
+                raise InputError(f"{where}: model: unknown model {job.model!r}; known: {known}")
             jobs.append(job)
     except csv.Error as e:
         raise InputError(f"{p}: line {reader.line_num}: not valid CSV ({e})") from None

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from synergy_opt.io import InputError
+from synergy_opt.io import InputError, read_text
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Cluster
 
@@ -228,17 +228,7 @@ def read_csv(path: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
 
     Line numbers are physical lines (the header is line 1), as an editor shows them.
     """
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a CSV file") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    text = read_text(path, "a CSV file")
     reader = csv.reader(_io.StringIO(text, newline=""))
     rows: list[tuple[int, list[str]]] = []
     try:

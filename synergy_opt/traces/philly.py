@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from synergy_opt.io import InputError
+from synergy_opt.io import InputError, read_text
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import Conversion, ConvertOptions, Tally, TraceRowError, finish_jobs
@@ -46,17 +46,7 @@ _NO_TIME = (None, "", "None", "null")
 
 def decode_entries(path: str) -> list[tuple[int, Any]]:
     """``(line, value)`` for each element of the top-level JSON list."""
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a JSON job log") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    text = read_text(path, "a JSON job log")
     dec = json.JSONDecoder()
     ws = " \t\r\n"
     i = 0
