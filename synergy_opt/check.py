@@ -142,7 +142,8 @@ def check_allocation(
                         Violation(
                             "gpu-type",
                             where,
-                            f"server {p.server!r} has GPU type {server.gpu_type!r}, job allows {list(job.gpu_types)}",
+                            f"server {p.server!r} has GPU type {server.gpu_type!r}, "
+                            f"job allows {list(job.gpu_types)}",
                         )
                     )
                 u = used[p.server]
@@ -166,7 +167,8 @@ def check_allocation(
                 Violation(
                     "sum",
                     ja.id,
-                    f"parts hold {c_sum} cores and {m_sum:g} GB, job reports {ja.cpus} and {ja.mem_gb:g}",
+                    f"parts hold {c_sum} cores and {m_sum:g} GB, "
+                    f"job reports {ja.cpus} and {ja.mem_gb:g}",
                 )
             )
         w = _floor_lookup(job, c_sum, m_sum)
@@ -210,7 +212,8 @@ def check_allocation(
                 Violation(
                     "capacity",
                     name,
-                    f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; capacity {s.gpus}, {s.cpus}, {s.mem_gb:g}",
+                    f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; "
+                    f"capacity {s.gpus}, {s.cpus}, {s.mem_gb:g}",
                 )
             )
 

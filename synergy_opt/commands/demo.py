@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         f"{inst.name}: {len(inst.jobs)} jobs, {inst.cluster.total_gpus} GPUs  (written to {out}/)"
     )
     print(
-        f"{'mechanism':<14}{'throughput':>11}{'vs prop':>9}{'scheduled':>10}{'bound':>9}{'ms':>9}{'violations':>11}"
+        f"{'mechanism':<14}{'throughput':>11}{'vs prop':>9}{'scheduled':>10}"
+        f"{'bound':>9}{'ms':>9}{'violations':>11}"
     )
     for name, alloc, nv in rows:
         ratio = alloc.total_throughput / baseline if baseline else float("nan")

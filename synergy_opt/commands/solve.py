@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     """Solve and write the allocation; exit 1 when nothing at all could be scheduled."""
     if args.mechanism not in mechanism_names():
         raise UsageError(
-            f"--mechanism: unknown mechanism {args.mechanism!r}; known: {', '.join(mechanism_names())}"
+            f"--mechanism: unknown mechanism {args.mechanism!r}; "
+            f"known: {', '.join(mechanism_names())}"
         )
     inst = load_instance(args.instance)
     mech = make_mechanism(
