@@ -49,8 +49,7 @@ from synergy_opt.traces.base import (
     is_empty,
     parse_number,
     read_csv,
-    require_columns,
-    row_dict,
+    read_records,
 )
 from synergy_opt.traces.mapping import category_for_request, pick_model
 from synergy_opt.traces.nodes import is_node_header, nodes_to_cluster, read_nodes
@@ -134,29 +133,34 @@ def parse_pod(path: str, line: int, row: dict[str, str]) -> Pod:
             path, line, "deletion_time", f"{deleted:g} is before scheduled_time {scheduled:g}"
         )
     return Pod(
-        line, name, cpu, mem, gpus, milli, spec,
-        row.get("qos", ""), row.get("pod_phase", ""), created, deleted, scheduled,
+        line,
+        name,
+        cpu,
+        mem,
+        gpus,
+        milli,
+        spec,
+        row.get("qos", ""),
+        row.get("pod_phase", ""),
+        created,
+        deleted,
+        scheduled,
     )
 
 
 def read_pods(path: str, tally: Tally, skip_bad: bool) -> list[Pod]:
     """Every well-formed pod of the file (malformed ones raise or are counted)."""
-    header, rows = read_csv(path)
-    require_columns(path, header, POD_COLUMNS, "an Alibaba GPU-2023 pod list")
-    pods: list[Pod] = []
-    seen: set[str] = set()
-    for line, fields in rows:
-        tally.rows += 1
-        try:
-            pod = parse_pod(path, line, row_dict(path, line, header, fields))
-            if pod.name in seen:
-                raise TraceRowError(path, line, "name", f"duplicate pod name {pod.name!r}")
-        except TraceRowError as e:
-            tally.bad(e, skip_bad)
-            continue
-        seen.add(pod.name)
-        pods.append(pod)
-    return pods
+    return read_records(
+        path,
+        POD_COLUMNS,
+        "an Alibaba GPU-2023 pod list",
+        parse_pod,
+        lambda p: p.name,
+        "name",
+        "pod name",
+        tally,
+        skip_bad,
+    )
 
 
 def _fmt(x: float) -> str:

@@ -14,12 +14,15 @@ import io as _io
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from synergy_opt.io import InputError, read_text
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Cluster
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +173,10 @@ class ConversionReport:
 
     def lines(self) -> list[str]:
         """Human-readable accounting, one fact per line."""
-        out = [f"{self.source}: {self.rows} rows: {self.converted} converted, "
-               f"{self.skipped_total} skipped"]
+        out = [
+            f"{self.source}: {self.rows} rows: {self.converted} converted, "
+            f"{self.skipped_total} skipped"
+        ]
         out += [f"  skipped  {n:>7}  {why}" for why, n in self.skipped]
         out += [f"  mapped   {n:>7}  {what}" for what, n in self.mapped]
         out += [f"  model    {n:>7}  {m}" for m, n in self.models]
@@ -189,9 +194,7 @@ class Conversion:
     cluster_notes: tuple[str, ...] = field(default=())
 
 
-def finish_jobs(
-    jobs: Sequence[TraceJob], opts: ConvertOptions, tally: Tally
-) -> Conversion:
+def finish_jobs(jobs: Sequence[TraceJob], opts: ConvertOptions, tally: Tally) -> Conversion:
     """Sort by arrival, apply ``--skip-jobs/--max-jobs`` and ``--compress-arrivals``, shift to 0.
 
     Arrivals are made relative to the first kept job so a selected slice starts at once;
@@ -201,7 +204,7 @@ def finish_jobs(
     order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival_s, k))
     ordered = [jobs[k] for k in order]
     end = len(ordered) if opts.max_jobs is None else opts.skip_jobs + opts.max_jobs
-    kept = ordered[opts.skip_jobs:end]
+    kept = ordered[opts.skip_jobs : end]
     trimmed = len(ordered) - len(kept)
     out: list[TraceJob] = []
     if kept:
@@ -247,14 +250,44 @@ def require_columns(path: str, header: Sequence[str], columns: Sequence[str], wh
     """Fail with one line when the header lacks a column ``what`` needs."""
     missing = [c for c in columns if c not in header]
     if missing:
-        raise InputError(
-            f"{path}: line 1: header lacks column(s) {', '.join(missing)} of {what}"
-        )
+        raise InputError(f"{path}: line 1: header lacks column(s) {', '.join(missing)} of {what}")
 
 
-def row_dict(
-    path: str, line: int, header: Sequence[str], fields: Sequence[str]
-) -> dict[str, str]:
+def read_records(
+    path: str,
+    columns: Sequence[str],
+    what: str,
+    parse: Callable[[str, int, dict[str, str]], R],
+    key: Callable[[R], str],
+    key_column: str,
+    noun: str,
+    tally: Tally,
+    skip_bad: bool,
+) -> list[R]:
+    """Every well-formed record of a CSV file, unique by ``key``.
+
+    Malformed rows (and duplicate keys) raise, or with ``skip_bad`` are counted in
+    ``tally`` and dropped; ``what`` names the file kind in the missing-column message.
+    """
+    header, rows = read_csv(path)
+    require_columns(path, header, columns, what)
+    out: list[R] = []
+    seen: set[str] = set()
+    for line, fields in rows:
+        tally.rows += 1
+        try:
+            rec = parse(path, line, row_dict(path, line, header, fields))
+            if key(rec) in seen:
+                raise TraceRowError(path, line, key_column, f"duplicate {noun} {key(rec)!r}")
+        except TraceRowError as e:
+            tally.bad(e, skip_bad)
+            continue
+        seen.add(key(rec))
+        out.append(rec)
+    return out
+
+
+def row_dict(path: str, line: int, header: Sequence[str], fields: Sequence[str]) -> dict[str, str]:
     """Fields by column name; a row with the wrong field count is a malformed row."""
     if len(fields) != len(header):
         raise TraceRowError(

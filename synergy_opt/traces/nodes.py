@@ -28,9 +28,7 @@ from synergy_opt.traces.base import (
     TraceRowError,
     is_empty,
     parse_number,
-    read_csv,
-    require_columns,
-    row_dict,
+    read_records,
 )
 from synergy_opt.types import Cluster, Server, ValidationError
 
@@ -74,22 +72,17 @@ def parse_node(path: str, line: int, row: dict[str, str]) -> Node:
 
 def read_nodes(path: str, tally: Tally, skip_bad: bool) -> list[Node]:
     """Every well-formed node of the file (malformed ones raise or are counted)."""
-    header, rows = read_csv(path)
-    require_columns(path, header, NODE_COLUMNS, "an Alibaba node list")
-    nodes: list[Node] = []
-    seen: set[str] = set()
-    for line, fields in rows:
-        tally.rows += 1
-        try:
-            node = parse_node(path, line, row_dict(path, line, header, fields))
-            if node.name in seen:
-                raise TraceRowError(path, line, "sn", f"duplicate node name {node.name!r}")
-        except TraceRowError as e:
-            tally.bad(e, skip_bad)
-            continue
-        seen.add(node.name)
-        nodes.append(node)
-    return nodes
+    return read_records(
+        path,
+        NODE_COLUMNS,
+        "an Alibaba node list",
+        parse_node,
+        lambda n: n.name,
+        "sn",
+        "node name",
+        tally,
+        skip_bad,
+    )
 
 
 def stratified(nodes: list[Node], fraction: float) -> list[Node]:
@@ -129,8 +122,7 @@ def nodes_to_cluster(
         kept = [n for n in nodes if n.gpus > 0]
         if len(kept) < len(nodes):
             notes.append(
-                f"dropped {len(nodes) - len(kept)} nodes without GPUs "
-                "(--cpu-nodes keep keeps them)"
+                f"dropped {len(nodes) - len(kept)} nodes without GPUs (--cpu-nodes keep keeps them)"
             )
     sampled = stratified(kept, fraction)
     if len(sampled) < len(kept):
