@@ -32,6 +32,8 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 from PIL import Image
 
+from synergy_opt.commands.common import positive_int
+
 #: ImageNet channel statistics (the usual torchvision normalisation constants).
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -140,25 +142,15 @@ def run(workers: int, samples: int, image_size: int, out_size: int, seed: int) -
     return done, elapsed
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return v
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; prints the throughput line last."""
     p = argparse.ArgumentParser(
         prog="python -m synergy_opt.profiling.workload", description=__doc__.splitlines()[0]
     )
-    p.add_argument("--workers", type=_positive, required=True, help="decode/augment processes")
-    p.add_argument("--samples", type=_positive, default=1200, help="samples in the timed run")
-    p.add_argument("--image-size", type=_positive, default=160, help="source JPEG side (px)")
-    p.add_argument("--out-size", type=_positive, default=112, help="augmented sample side (px)")
+    p.add_argument("--workers", type=positive_int, required=True, help="decode/augment processes")
+    p.add_argument("--samples", type=positive_int, default=1200, help="samples in the timed run")
+    p.add_argument("--image-size", type=positive_int, default=160, help="source JPEG side (px)")
+    p.add_argument("--out-size", type=positive_int, default=112, help="augmented sample side (px)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     done, seconds = run(args.workers, args.samples, args.image_size, args.out_size, args.seed)

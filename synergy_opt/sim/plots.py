@@ -24,7 +24,8 @@ from synergy_opt.sim.engine import SimResult  # noqa: E402
 from synergy_opt.sim.metrics import measured_jcts_h, time_series  # noqa: E402
 
 
-def _save(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
+def save_figure(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
+    """Write ``fig`` as a PNG atomically, with reproducible bytes, and close it."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=p.parent)
@@ -54,7 +55,7 @@ def plot_jct_cdf(results: Mapping[str, SimResult], path: str | os.PathLike[str])
     ax.set_ylabel("fraction of measured jobs")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_timeline(result: SimResult, path: str | os.PathLike[str]) -> Path:
@@ -72,4 +73,4 @@ def plot_timeline(result: SimResult, path: str | os.PathLike[str]) -> Path:
     bottom.set_xlabel("simulated time (hours)")
     bottom.set_ylabel("jobs")
     bottom.legend(fontsize=8, loc="upper left")
-    return _save(fig, path)
+    return save_figure(fig, path)

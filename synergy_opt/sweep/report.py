@@ -18,7 +18,6 @@ import io as _io
 import json
 import math
 import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -254,17 +253,10 @@ def pick_x(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], x: str | N
 
 
 def _save(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
+    # Imported here: matplotlib loads only when a report actually draws.
+    from synergy_opt.sim.plots import save_figure
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_figure(fig, path)
 
 
 def plot_metric(
