@@ -47,7 +47,12 @@ from synergy_opt.formulations.fast import (
     useful_points,
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
-from synergy_opt.mechanisms.packing import select_runnable, split_cpus, split_mem
+from synergy_opt.mechanisms.packing import (
+    max_single_server_gpus,
+    select_runnable,
+    split_cpus,
+    split_mem,
+)
 from synergy_opt.solve import (
     DEFAULT_REL_GAP,
     SolveResult,
@@ -320,7 +325,7 @@ class Opt:
                 continue
             job = jobs[jid]
             fair = inst.fair_share_throughput(job)
-            consolidable = job.gpus <= _max_server_gpus(inst, job)
+            consolidable = job.gpus <= max_single_server_gpus(inst.cluster.servers, job)
             floor = fair / job.split_penalty if consolidable else fair
             pts = useful_points(job.sensitivity, floor)
             if not pts:
@@ -460,11 +465,6 @@ def _tune_plan(
     if not tune.jobs:
         raise RoundingError("tune scheduled no job")
     return {ja.id: [(index[p.server], p.gpus) for p in ja.placement] for ja in tune.jobs}
-
-
-def _max_server_gpus(inst: RoundInstance, job: Job) -> int:
-    """Most GPUs one server the job may use has; a bigger job must be spread anyway."""
-    return max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
 
 
 def _split(parts: Sequence[tuple[int, int]], pt: Point) -> list[tuple[int, int, int, float]]:
