@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from synergy_opt.io import dumps, write_json_atomic
+
+T = TypeVar("T", int, float)
 
 
 class UsageError(ValueError):
@@ -21,45 +24,28 @@ def emit_json(obj: Any, output: str | None) -> None:
         write_json_atomic(output, obj)
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
-    return v
+def _bounded(
+    cast: Callable[[str], T], kind: str, minimum: float, strict: bool
+) -> Callable[[str], T]:
+    """An argparse type: ``cast(text)``, finite, and > (strict) or >= ``minimum``."""
+
+    def parse(text: str) -> T:
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+        ok = v > minimum if strict else v >= minimum  # False for NaN
+        if not ok or v == float("inf"):
+            bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+            what = f"a finite number {bound}" if cast is float else bound
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+
+    return parse
 
 
-def nonneg_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return v
-
-
-def nonneg_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return v
+#: argparse types for option values; each names the problem in one line.
+positive_float = _bounded(float, "a number", 0, strict=True)
+nonneg_float = _bounded(float, "a number", 0, strict=False)
+positive_int = _bounded(int, "an integer", 1, strict=False)
+nonneg_int = _bounded(int, "an integer", 0, strict=False)
