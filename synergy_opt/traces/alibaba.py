@@ -52,7 +52,7 @@ from synergy_opt.traces.base import (
     read_records,
 )
 from synergy_opt.traces.mapping import category_for_request, pick_model
-from synergy_opt.traces.nodes import is_node_header, nodes_to_cluster, read_nodes
+from synergy_opt.traces.nodes import MIB_PER_GIB, is_node_header, nodes_to_cluster, read_nodes
 from synergy_opt.types import MEM_EPS_GB, Cluster, Server
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,6 @@ POD_COLUMNS: tuple[str, ...] = (
 )
 #: A whole GPU in ``gpu_milli`` units.
 FULL_GPU_MILLI: int = 1000
-MIB_PER_GIB: float = 1024.0
 
 
 @dataclass(frozen=True, slots=True)
