@@ -294,27 +294,46 @@ def build_placement_fast(inst: RoundInstance, demands: Sequence[DemandClass]) ->
             cost.append(float((s + 1) * dc.gpus))
             upper.append(float(len(dc.jobs)))
             colmap.append((d, s))
+    counts = [float(len(dc.jobs)) for dc in demands]
+    mm = _count_capacity_model(
+        inst, cols, cost, upper, counts, integer=False, maximize=False, name="placement_fast"
+    )
+    return PlacementModel(mm, tuple(demands), tuple(colmap))
+
+
+def _count_capacity_model(
+    inst: RoundInstance,
+    cols: list[list[tuple[int, float]]],
+    cost: Sequence[float],
+    upper: Sequence[float],
+    counts: Sequence[float],
+    *,
+    integer: bool,
+    maximize: bool,
+    name: str,
+) -> MatrixModel:
+    """Rows: one equality per count (jobs of a class or demand), then <= (GPUs, cores,
+    memory) per server; the shape shared by the placement LP and the server-class MIP."""
     start, idx, val = _csc(cols)
-    counts = np.array([float(len(dc.jobs)) for dc in demands])
+    cnt = np.asarray(counts, dtype=np.float64)
     cap = np.array(
         [v for srv in inst.cluster.servers for v in (srv.gpus, srv.cpus, srv.mem_gb)],
         dtype=np.float64,
     )
     n = len(cost)
-    mm = MatrixModel(
+    return MatrixModel(
         cost=np.asarray(cost, dtype=np.float64),
         col_lower=np.zeros(n),
         col_upper=np.asarray(upper, dtype=np.float64),
-        integer=np.zeros(n, dtype=bool),
-        row_lower=np.concatenate([counts, np.full(cap.shape[0], -np.inf)]),
-        row_upper=np.concatenate([counts, cap]),
+        integer=np.full(n, integer, dtype=bool),
+        row_lower=np.concatenate([cnt, np.full(cap.shape[0], -np.inf)]),
+        row_upper=np.concatenate([cnt, cap]),
         a_start=start,
         a_index=idx,
         a_value=val,
-        maximize=False,
-        name="placement_fast",
+        maximize=maximize,
+        name=name,
     )
-    return PlacementModel(mm, tuple(demands), tuple(colmap))
 
 
 # --------------------------------------------------------------------------- per-server classes
@@ -356,23 +375,8 @@ def build_server_classes(
                 cost.append(tp)
                 upper.append(float(cap))
                 colmap.append((k, q, s))
-    start, idx, val = _csc(cols)
-    counts = np.array([float(cl.count) for cl in classes])
-    cap_rows = np.array(
-        [v for srv in servers for v in (srv.gpus, srv.cpus, srv.mem_gb)], dtype=np.float64
-    )
-    n = len(cost)
-    mm = MatrixModel(
-        cost=np.asarray(cost, dtype=np.float64),
-        col_lower=np.zeros(n),
-        col_upper=np.asarray(upper, dtype=np.float64),
-        integer=np.ones(n, dtype=bool),
-        row_lower=np.concatenate([counts, np.full(cap_rows.shape[0], -np.inf)]),
-        row_upper=np.concatenate([counts, cap_rows]),
-        a_start=start,
-        a_index=idx,
-        a_value=val,
-        maximize=True,
-        name="server_classes_fast",
+    counts = [float(cl.count) for cl in classes]
+    mm = _count_capacity_model(
+        inst, cols, cost, upper, counts, integer=True, maximize=True, name="server_classes_fast"
     )
     return ServerClassModel(mm, tuple(classes), tuple(colmap))

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from synergy_opt.formulations.super_machine import grid_points
+from synergy_opt.formulations.super_machine import config_tables
 from synergy_opt.types import Job, RoundInstance
 
 
@@ -34,16 +34,7 @@ def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[
     """Plain data: grid points per job, servers, allowed (job, server) pairs, floors, penalties."""
     chosen = list(inst.jobs if jobs is None else jobs)
     servers = inst.cluster.servers
-    configs: dict[int, tuple[int, ...]] = {}
-    cpus: dict[tuple[int, int], int] = {}
-    mem: dict[tuple[int, int], float] = {}
-    w: dict[tuple[int, int], float] = {}
-    for j, job in enumerate(chosen):
-        qs = []
-        for q, (c, m, tp) in enumerate(grid_points(inst, job)):
-            cpus[j, q], mem[j, q], w[j, q] = c, m, tp
-            qs.append(q)
-        configs[j] = tuple(qs)
+    configs, cpus, mem, w = config_tables(inst, chosen)
     return {
         "job_ids": tuple(job.id for job in chosen),
         "configs": configs,

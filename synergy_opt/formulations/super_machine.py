@@ -41,24 +41,37 @@ def grid_points(inst: RoundInstance, job: Job) -> list[tuple[int, float, float]]
     return pts
 
 
-def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
-    """Plain data for (1)-(5): jobs by position, every grid point of each W_j, C, M, floors.
+ConfigTables = tuple[
+    dict[int, tuple[int, ...]],
+    dict[tuple[int, int], int],
+    dict[tuple[int, int], float],
+    dict[tuple[int, int], float],
+]
 
-    ``jobs`` defaults to every job of the round; OPT passes the runnable set.
-    """
-    chosen = list(inst.jobs if jobs is None else jobs)
+
+def config_tables(inst: RoundInstance, chosen: Sequence[Job]) -> ConfigTables:
+    """Per job j its config indices q, and cores, memory and W_j at each (j, q)."""
     configs: dict[int, tuple[int, ...]] = {}
     cpus: dict[tuple[int, int], int] = {}
     mem: dict[tuple[int, int], float] = {}
     w: dict[tuple[int, int], float] = {}
-    fair: dict[int, float] = {}
     for j, job in enumerate(chosen):
         qs = []
         for q, (c, m, tp) in enumerate(grid_points(inst, job)):
             cpus[j, q], mem[j, q], w[j, q] = c, m, tp
             qs.append(q)
         configs[j] = tuple(qs)
-        fair[j] = inst.fair_share_throughput(job)
+    return configs, cpus, mem, w
+
+
+def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
+    """Plain data for (1)-(5): jobs by position, every grid point of each W_j, C, M, floors.
+
+    ``jobs`` defaults to every job of the round; OPT passes the runnable set.
+    """
+    chosen = list(inst.jobs if jobs is None else jobs)
+    configs, cpus, mem, w = config_tables(inst, chosen)
+    fair = {j: inst.fair_share_throughput(job) for j, job in enumerate(chosen)}
     return {
         "job_ids": tuple(job.id for job in chosen),
         "configs": configs,
