@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -28,8 +29,12 @@ def root() -> Path:
 
 
 def all_instances() -> list[Path]:
-    """Every shipped round instance (tiny and large)."""
-    return sorted(INSTANCES.rglob("*.json"))
+    """Every shipped round instance (tiny and large); other JSON under instances/ is skipped."""
+    return sorted(
+        p
+        for p in INSTANCES.rglob("*.json")
+        if json.loads(p.read_text(encoding="utf-8")).get("format") == "synergy-round/1"
+    )
 
 
 def tiny_instances() -> list[Path]:

@@ -24,17 +24,13 @@ from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
 from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server
-from tests.conftest import INSTANCES
+from tests.conftest import INSTANCES, all_instances, tiny_instances
 from tests.strategies import round_instances
 
 ABS_TOL = REL_TOL = 1e-6
 BACKENDS = ("highs", "ortools")
-SHIPPED = sorted(
-    p
-    for p in INSTANCES.rglob("*.json")
-    if json.loads(p.read_text(encoding="utf-8")).get("format") == "synergy-round/1"
-)
-TINY = sorted((INSTANCES / "tiny").glob("*.json"))
+SHIPPED = all_instances()
+TINY = tiny_instances()
 
 
 def approx(x: float) -> Any:
