@@ -20,6 +20,7 @@ from synergy_opt.formulations import super_machine
 from synergy_opt.io import allocation_to_dict, load_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.mechanisms import opt as opt_mod
+from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
@@ -228,7 +229,7 @@ def test_exact_fallback_without_solution(monkeypatch: pytest.MonkeyPatch) -> Non
     def nothing(model: Any, backend: str, **kw: Any) -> SolveResult:
         return SolveResult(TerminationStatus.TIME_LIMIT, None, None, None, 0.1, backend)
 
-    monkeypatch.setattr(opt_mod, "solve_pyomo", nothing)
+    monkeypatch.setattr(opt_exact_mod, "solve_pyomo", nothing)
     inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
     alloc = run("opt-exact", inst, time_limit_s=1.0)
     assert alloc.notes and "returned opt's allocation" in alloc.notes[0]
@@ -251,7 +252,7 @@ def test_exact_real_time_limit(backend: str) -> None:
 
 
 def test_exact_too_large_returns_opt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(opt_mod, "EXACT_MAX_PAIRS", 1)
+    monkeypatch.setattr(opt_exact_mod, "EXACT_MAX_PAIRS", 1)
     inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
     alloc = run("opt-exact", inst)
     assert alloc.mechanism == "opt-exact"
