@@ -20,7 +20,7 @@ install: $(VENV)/.installed
 run: install
 	$(BIN)/synergy-opt demo -o out/demo
 	$(BIN)/synergy-opt compare --jobs 2000 --arrival-rate 9 --window 1000:1500 \
-		--mechanisms proportional,greedy,tune,tune-inorder -o out/compare
+		--mechanisms proportional,greedy,tune,tune-sorted -o out/compare
 
 test: install
 	$(PY) -m pytest -q

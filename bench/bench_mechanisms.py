@@ -17,7 +17,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.generate import GenerateSpec, generate_instance, mix_from_workload
 from synergy_opt.mechanisms import make_mechanism
 
-MECHANISMS = ("proportional", "greedy", "tune", "tune-inorder", "tetris")
+MECHANISMS = ("proportional", "greedy", "tune", "tune-sorted", "tetris")
 SIZES_GPUS = (128, 512, 2048)
 
 

@@ -87,7 +87,7 @@ def test_every_mechanism_passes_the_checker(name: str, inst: RoundInstance) -> N
 
 #: Mechanisms that promise every placed job its fair-share throughput.
 FAIR_SHARE_MECHANISMS = [
-    m for m in ("tune", "tune-inorder", "proportional") if m in mechanism_names()
+    m for m in ("tune", "tune-sorted", "proportional") if m in mechanism_names()
 ]
 
 

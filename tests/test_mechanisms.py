@@ -144,3 +144,32 @@ def test_property_deterministic_bytes(inst: RoundInstance) -> None:
         b = allocation_to_dict(make_mechanism(mech).allocate(inst))
         a["solve_seconds"] = b["solve_seconds"] = 0
         assert dumps(a) == dumps(b)
+
+
+def test_tune_inorder_is_a_former_name_of_tune() -> None:
+    # Old sweep specs and scripts name the simulator's TUNE "tune-inorder": still accepted,
+    # same allocation, but no longer listed as a mechanism of its own.
+    inst = load_instance(Path(__file__).parent.parent / "instances" / "multi-gpu-128gpu.json")
+    old = make_mechanism("tune-inorder").allocate(inst)
+    new = make_mechanism("tune").allocate(inst)
+    assert "tune-inorder" not in mechanism_names()
+    assert old.jobs == new.jobs and old.unscheduled == new.unscheduled
+
+
+def test_tune_places_larger_gpu_demands_first_then_priority() -> None:
+    # s0 has 8 GPUs, s1 4.  In priority order the 1-GPU job would take the tighter s1 (best
+    # fit) and push the 4-GPU job to s0; TUNE places the 4-GPU job first, so it fills s1
+    # exactly and the 1-GPU job goes to s0.  Equal demands keep their priority order.
+    p = shipped_profiles().get("res18")
+    servers = (Server("s0", 8, 24, 500.0), Server("s1", 4, 12, 250.0))
+    jobs = (
+        Job("a", 1, p.matrix(1), model="res18"),
+        Job("big", 4, p.matrix(4), model="res18"),
+        Job("b", 1, p.matrix(1), model="res18"),
+    )
+    inst = RoundInstance("order", Cluster(servers), jobs)
+    for name in ("tune", "tune-sorted"):
+        alloc = make_mechanism(name).allocate(inst)
+        where = {ja.id: [pp.server for pp in ja.placement] for ja in alloc.jobs}
+        assert where == {"big": ["s1"], "a": ["s0"], "b": ["s0"]}, name
+        assert check_allocation(inst, alloc, fair_share=True) == []

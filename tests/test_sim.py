@@ -30,7 +30,7 @@ from synergy_opt.types import Allocation, RoundInstance
 
 ABS_TOL = REL_TOL = 1e-6
 DATA = Path(__file__).parent / "data" / "sim"
-HEURISTICS = ("proportional", "greedy", "tune", "tune-inorder", "tetris")
+HEURISTICS = ("proportional", "greedy", "tune", "tune-sorted", "tetris")
 POLICIES = ("fifo", "srtf", "las", "ftf", "drf")
 
 
@@ -158,7 +158,7 @@ def test_greedy_starvation_of_an_oversized_demand_is_reported() -> None:
     assert all(j.finish_s == 600.0 for j in simulate(cfg, trace, "tune", "fifo").jobs)
 
 
-@pytest.mark.parametrize("mech", ("proportional", "tune", "tune-inorder"))
+@pytest.mark.parametrize("mech", ("proportional", "tune", "tune-sorted"))
 def test_no_gpu_idles_while_single_gpu_jobs_wait(mech: str) -> None:
     res = simulate(small_cluster(), small_trace(), mech, "fifo")
     busy = [r for r in res.rounds if r.queued > 0]

@@ -23,7 +23,7 @@ CALIBRATION_REL_TOL = 0.10
 @pytest.mark.slow
 @pytest.mark.skipif(not TRACE.exists(), reason="the workplace's artifact trace is not present")
 @pytest.mark.parametrize(
-    "mechanism, artifact_avg_h", [("proportional", 83.52), ("tune-inorder", 22.37)]
+    "mechanism, artifact_avg_h", [("proportional", 83.52), ("tune", 22.37)]
 )
 def test_replay_lands_within_ten_percent_of_the_artifact(
     mechanism: str, artifact_avg_h: float

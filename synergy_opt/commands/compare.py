@@ -32,7 +32,7 @@ from synergy_opt.sim.metrics import summarize, write_outputs
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MECHANISMS = "proportional,greedy,tune,tune-inorder"
+DEFAULT_MECHANISMS = "proportional,greedy,tune,tune-sorted"
 
 
 def _names(text: str, option: str) -> list[str]:

@@ -22,7 +22,12 @@ from synergy_opt.commands.common import (
     positive_int,
 )
 from synergy_opt.io import load_cluster
-from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.mechanisms import (
+    MechanismOptions,
+    is_mechanism,
+    make_mechanism,
+    mechanism_names,
+)
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
@@ -221,7 +226,7 @@ def build_trace(args: argparse.Namespace, profiles: ProfileLibrary) -> tuple[Tra
 
 def check_mechanism(name: str, option: str = "--mechanism") -> None:
     """UsageError unless ``name`` is a registered mechanism."""
-    if name not in mechanism_names():
+    if not is_mechanism(name):
         raise UsageError(
             f"{option}: unknown mechanism {name!r}; known: {', '.join(mechanism_names())}"
         )

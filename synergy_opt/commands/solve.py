@@ -7,7 +7,12 @@ import logging
 
 from synergy_opt.commands.common import UsageError, emit_json, positive_float, positive_int
 from synergy_opt.io import allocation_to_dict, load_instance
-from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.mechanisms import (
+    MechanismOptions,
+    is_mechanism,
+    make_mechanism,
+    mechanism_names,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Solve and write the allocation; exit 1 when nothing at all could be scheduled."""
-    if args.mechanism not in mechanism_names():
+    if not is_mechanism(args.mechanism):
         raise UsageError(
             f"--mechanism: unknown mechanism {args.mechanism!r}; "
             f"known: {', '.join(mechanism_names())}"

@@ -4,13 +4,30 @@ Importing this package registers every built-in mechanism; callers use
 :func:`make_mechanism` and :func:`mechanism_names` and never import a mechanism class.
 """
 
-from synergy_opt.mechanisms import greedy, opt, proportional, tetris, tune  # noqa: F401  (registration)
+from synergy_opt.mechanisms import (  # noqa: F401  (registration)
+    greedy,
+    opt,
+    opt_exact,
+    proportional,
+    tetris,
+    tune,
+)
 from synergy_opt.mechanisms.base import (
     Mechanism,
     MechanismOptions,
+    canonical_name,
+    is_mechanism,
     make_mechanism,
     mechanism_names,
     register,
 )
 
-__all__ = ["Mechanism", "MechanismOptions", "make_mechanism", "mechanism_names", "register"]
+__all__ = [
+    "Mechanism",
+    "MechanismOptions",
+    "canonical_name",
+    "is_mechanism",
+    "make_mechanism",
+    "mechanism_names",
+    "register",
+]

@@ -8,6 +8,7 @@ module with one ``@register`` and no edits elsewhere.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -38,6 +39,10 @@ class Mechanism(Protocol):
 MechanismFactory = Callable[[MechanismOptions], Mechanism]
 
 _REGISTRY: dict[str, MechanismFactory] = {}
+#: Former names still accepted (old sweep specs, scripts), mapped to today's mechanism.
+_ALIASES: dict[str, str] = {}
+
+logger = logging.getLogger(__name__)
 
 
 def register(name: str) -> Callable[[MechanismFactory], MechanismFactory]:
@@ -52,6 +57,23 @@ def register(name: str) -> Callable[[MechanismFactory], MechanismFactory]:
     return deco
 
 
+def register_alias(old: str, new: str) -> None:
+    """Keep accepting a former mechanism name ``old`` as ``new`` (not listed by name)."""
+    if old in _REGISTRY or old in _ALIASES:
+        raise ValueError(f"mechanism {old!r} registered twice")
+    _ALIASES[old] = new
+
+
+def canonical_name(name: str) -> str:
+    """Today's name for ``name`` (itself unless it is a former name)."""
+    return _ALIASES.get(name, name)
+
+
+def is_mechanism(name: str) -> bool:
+    """Whether ``name`` is a registered mechanism or a former name of one."""
+    return canonical_name(name) in _REGISTRY
+
+
 def mechanism_names() -> tuple[str, ...]:
     """Registered mechanism names, sorted."""
     return tuple(sorted(_REGISTRY))
@@ -59,6 +81,9 @@ def mechanism_names() -> tuple[str, ...]:
 
 def make_mechanism(name: str, options: MechanismOptions | None = None) -> Mechanism:
     """Instantiate the mechanism called ``name``; ``KeyError`` names the known ones."""
+    if name in _ALIASES:
+        logger.warning("mechanism %r is now called %r", name, _ALIASES[name])
+        name = _ALIASES[name]
     try:
         factory = _REGISTRY[name]
     except KeyError:

@@ -10,10 +10,11 @@ Public API::
     result = simulate(SimConfig(paper_cluster(), window=(4000, 5000)), trace, "tune", "fifo")
     write_outputs(result, "out/", seed=0)   # summary.json + jobs.csv, atomically
 
-Any registered mechanism works.  To reproduce the paper's simulated TUNE numbers use
-``tune-inorder`` (TUNE placing jobs in priority order, as the artifact's simulator does):
+Any registered mechanism works.  ``tune`` is TUNE as the paper's simulator runs it
+(runnable jobs placed by descending GPU demand, priority order kept among equal demands):
 on the artifact's recorded trace it lands within 0.3% of the artifact's average JCT, where
-the demand-sorted ``tune`` strands GPUs behind CPU-exhausted servers and is 63% slower.
+the paper text's demand-sorted ``tune-sorted`` strands GPUs behind CPU-exhausted servers
+and is 63% slower.
 
 Modules: ``config`` (frozen :class:`SimConfig`), ``events`` (event kernel and log records),
 ``state`` (per-job state), ``engine`` (the loop), ``workload`` (synthetic traces),

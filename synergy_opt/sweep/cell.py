@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 
 from synergy_opt.io import InputError, dumps, load_cluster
-from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.mechanisms import (
+    MechanismOptions,
+    is_mechanism,
+    make_mechanism,
+    mechanism_names,
+)
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
@@ -107,7 +112,8 @@ def _trace(cell: Cell, profiles: ProfileLibrary) -> tuple[TraceJob, ...]:
 def validate_cell(cell: Cell) -> None:
     """Every check that needs no simulation (SpecError or InputError naming the option)."""
     _choice(cell, "policy", policy_names())
-    _choice(cell, "mechanism", mechanism_names())
+    if not is_mechanism(str(cell.get("mechanism"))):
+        _choice(cell, "mechanism", mechanism_names())
     _choice(cell, "solver", SOLVERS)
     config = sim_config(cell)
     if cell.get("trace") is None:
