@@ -20,6 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+# Re-exported: InputError's home is synergy_opt.errors (below every module).
+from synergy_opt.errors import InputError as InputError
+from synergy_opt.errors import ValidationError
 from synergy_opt.types import (
     Allocation,
     Cluster,
@@ -29,7 +32,6 @@ from synergy_opt.types import (
     RoundInstance,
     Server,
     ThroughputMatrix,
-    ValidationError,
     intern_matrices,
 )
 
@@ -37,10 +39,6 @@ ROUND_FORMAT = "synergy-round/1"
 ALLOCATION_FORMAT = "synergy-allocation/1"
 
 T = TypeVar("T")
-
-
-class InputError(ValueError):
-    """Bad input, already phrased as one line: ``source: field: problem``."""
 
 
 # --------------------------------------------------------------------------- field readers

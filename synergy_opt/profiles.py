@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.io import InputError, read_json
-from synergy_opt.types import ThroughputMatrix, ValidationError
+from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.io import read_json
+from synergy_opt.types import ThroughputMatrix
 
 #: Task categories in the order of the paper's ``--split IMAGE,LANGUAGE,SPEECH``.
 CATEGORIES: tuple[str, ...] = ("image", "language", "speech")

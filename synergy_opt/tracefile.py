@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from synergy_opt.io import InputError, read_text, write_text_atomic
+from synergy_opt.errors import InputError
+from synergy_opt.io import read_text, write_text_atomic
 from synergy_opt.profiles import ProfileLibrary
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "arrival_s", "gpus", "model", "duration_s")

@@ -16,20 +16,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+# Re-exported: ValidationError's home is synergy_opt.errors (below every module).
+from synergy_opt.errors import ValidationError as ValidationError
+
 #: Memory quantities are floats (GB); comparisons of memory against grid points and
 #: capacities allow this slack so that, e.g., 8 x 62.5 fits in 500 after float sums.
 MEM_EPS_GB: float = 1e-6
 #: Throughput comparisons (fair-share floor, reported values) use this absolute slack.
 THROUGHPUT_EPS: float = 1e-9
-
-
-class ValidationError(ValueError):
-    """A value violates the data model; ``path`` names the offending field."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}" if path else problem)
-        self.path = path
-        self.problem = problem
 
 
 def _is_int(x: object) -> bool:

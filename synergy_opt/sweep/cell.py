@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from synergy_opt.io import InputError, dumps, load_cluster
+from synergy_opt.errors import InputError
+from synergy_opt.io import dumps, load_cluster
 from synergy_opt.mechanisms import (
     MechanismOptions,
     is_mechanism,

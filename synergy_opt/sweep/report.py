@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.io import InputError, write_text_atomic
+from synergy_opt.errors import InputError
+from synergy_opt.io import write_text_atomic
 from synergy_opt.sweep.runner import MANIFEST, cells_dir
 from synergy_opt.sweep.spec import OPTIONS, make_cell
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.io import InputError
+from synergy_opt.errors import InputError
 
 Value = Any
 #: Canonical options of one cell: (name, value) pairs sorted by name, defaults left out.

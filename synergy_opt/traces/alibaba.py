@@ -37,7 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from synergy_opt.io import InputError
+from synergy_opt.errors import InputError
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import (

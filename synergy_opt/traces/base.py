@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from synergy_opt.io import InputError, read_text
+from synergy_opt.errors import InputError
+from synergy_opt.io import read_text
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Cluster
 

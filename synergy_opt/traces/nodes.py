@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from synergy_opt.io import InputError
+from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.traces.base import (
     Tally,
     TraceRowError,
@@ -30,7 +30,7 @@ from synergy_opt.traces.base import (
     parse_number,
     read_records,
 )
-from synergy_opt.types import Cluster, Server, ValidationError
+from synergy_opt.types import Cluster, Server
 
 NODE_COLUMNS: tuple[str, ...] = ("sn", "cpu_milli", "memory_mib", "gpu")
 MIB_PER_GIB: float = 1024.0

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from synergy_opt.io import InputError, read_text
+from synergy_opt.errors import InputError
+from synergy_opt.io import read_text
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import Conversion, ConvertOptions, Tally, TraceRowError, finish_jobs
