@@ -32,7 +32,7 @@ from multiprocessing.synchronize import Barrier
 import numpy as np
 from PIL import Image
 
-from synergy_opt.commands.common import positive_int
+from synergy_opt.argtypes import positive_int
 
 #: ImageNet channel statistics (the usual torchvision normalisation constants).
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)

@@ -1,0 +1,88 @@
+"""Layers point one way: no library module imports the command layer.
+
+``synergy_opt.commands`` and ``synergy_opt.cli`` sit on top of the library; a library module
+that imports them drags argparse and every command into its import graph and makes a cycle
+waiting to happen.  Only the command layer itself and the ``python -m synergy_opt`` entry
+point (``__main__.py``) may import them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "synergy_opt"
+UPPER = ("synergy_opt.commands", "synergy_opt.cli")
+#: Modules allowed to import the command layer (relative to the package).
+ENTRY_POINTS = frozenset({"cli.py", "__main__.py"})
+
+
+def _is_upper(name: str) -> bool:
+    return any(name == u or name.startswith(u + ".") for u in UPPER)
+
+
+def upward_imports(source: str) -> list[str]:
+    """Every import of the command layer in ``source``, at any depth (lazy imports too).
+
+    ``from synergy_opt import cli`` and ``importlib.import_module("synergy_opt.cli")``
+    count as well: a string naming the module is an import waiting to happen.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if _is_upper(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if _is_upper(node.module):
+                found.append(node.module)
+            elif node.module == "synergy_opt":
+                names = (f"synergy_opt.{a.name}" for a in node.names)
+                found += [n for n in names if _is_upper(n)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if _is_upper(node.value):
+                found.append(node.value)
+    return found
+
+
+def library_modules() -> list[Path]:
+    """Every module of the package outside the command layer and the entry points."""
+    return sorted(
+        p
+        for p in PACKAGE.rglob("*.py")
+        if "commands" not in p.relative_to(PACKAGE).parts
+        and str(p.relative_to(PACKAGE)) not in ENTRY_POINTS
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from synergy_opt.commands.common import positive_int", ["synergy_opt.commands.common"]),
+        ("import synergy_opt.cli", ["synergy_opt.cli"]),
+        ("from synergy_opt import cli, io", ["synergy_opt.cli"]),
+        ("def f():\n    from synergy_opt.commands import solve\n", ["synergy_opt.commands"]),
+        ("importlib.import_module('synergy_opt.commands.trace')", ["synergy_opt.commands.trace"]),
+        ("from synergy_opt.argtypes import positive_int", []),
+        ("import synergy_opt.clingo_like", []),
+    ],
+)
+def test_detector_finds_upward_imports(source: str, expected: list[str]) -> None:
+    assert upward_imports(source) == expected
+
+
+def test_library_modules_are_found() -> None:
+    names = {str(p.relative_to(PACKAGE)) for p in library_modules()}
+    assert {"io.py", "check.py", "profiling/workload.py", "sim/engine.py"} <= names
+    assert not any(n.startswith("commands/") for n in names)
+
+
+def test_no_library_module_imports_the_command_layer() -> None:
+    offenders = {
+        str(p.relative_to(ROOT)): hits
+        for p in library_modules()
+        if (hits := upward_imports(p.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
