@@ -5,8 +5,9 @@ file, the field path and the problem, e.g.
 ``round.json: jobs[3].sensitivity.throughput: row 2 has 4 values, expected 3``.
 The command line prints that line and exits with code 2; nothing here prints.
 
-Writing is atomic (temporary file in the same folder, then ``os.replace``) so a crash or a
-kill never leaves a half-written result behind.
+Writing goes through :func:`synergy_opt.outputs.write_text_atomic` (temporary file in the
+same folder, then ``os.replace``) so a crash, a kill or a full disk never leaves a
+half-written result behind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import functools
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 # Re-exported: InputError's home is synergy_opt.errors (below every module).
 from synergy_opt.errors import InputError as InputError
 from synergy_opt.errors import ValidationError
+from synergy_opt.outputs import write_text_atomic as write_text_atomic
 from synergy_opt.types import (
     Allocation,
     Cluster,
@@ -447,31 +448,6 @@ def _encode(obj: Any, indent: int) -> str:
 def dumps(obj: Any) -> str:
     """Canonical JSON text: two-space indentation, scalar lists on one line, final newline."""
     return _encode(obj, 0) + "\n"
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary sibling and ``os.replace``."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        # mkstemp creates 0600; give the result the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    """The process umask (read by setting and restoring it; there is no getter)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:

@@ -1,0 +1,261 @@
+"""Where results are written: the one atomic writer and the output-path preflight.
+
+Every file a command writes goes through :func:`atomic_path` (a temporary sibling, then
+``os.replace``), so a crash, a kill or a full disk never leaves a half-written result: the
+old file (if any) stays whole and the temporary one is removed.  A failed write becomes one
+:class:`OutputError` line naming the path and the reason.
+
+Before any work, a command hands its inputs and outputs to :func:`preflight`, which refuses
+(one line, exit code 2)
+
+* an output that cannot be written: an empty path, a folder where a file is expected (or a
+  file where a folder is expected), a path below a file, a device such as ``/dev/full``, a
+  folder without write permission;
+* an output that is one of the command's inputs, or another of its outputs (compared by
+  resolved path, so ``./a.json``, ``a.json`` and a symbolic link to it are the same file).
+  A folder output counts every file the command will write inside it, so
+  ``simulate --trace d/jobs.csv -o d`` is refused while ``--trace d/mine.csv -o d`` is not.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from synergy_opt.errors import InputError
+
+#: The path that means standard output for the commands that can write there.
+STDOUT = "-"
+
+
+class OutputError(InputError):
+    """An output that cannot or must not be written; one line naming the path, exit code 2.
+
+    A subclass of :class:`~synergy_opt.errors.InputError` because the user fixes it the same
+    way (by changing what they typed), and the command line maps both to exit code 2.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One output of a command, as the user named it.
+
+    ``folder`` outputs list the ``files`` (relative paths) the command writes inside them and
+    the ``trees`` (sub-folders) it owns wholly, e.g. a sweep's ``cells``: any input inside a
+    tree is at risk, whatever its name.
+    """
+
+    option: str
+    path: str
+    folder: bool = False
+    files: tuple[str, ...] = ()
+    trees: tuple[str, ...] = ()
+
+    def targets(self) -> tuple[Path, ...]:
+        """Every file this output writes."""
+        if not self.folder:
+            return (Path(self.path),)
+        return tuple(Path(self.path) / f for f in self.files)
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or type(e).__name__
+
+
+def _resolved(path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.path.abspath(path))
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when ``a`` and ``b`` name one file (resolved paths, or one inode when both exist)."""
+    if _resolved(a) == _resolved(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): different files
+        return False
+
+
+def _inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    p, f = _resolved(path), _resolved(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (``.`` for a relative path's base)."""
+    p = path
+    while not os.path.lexists(p):
+        parent = p.parent
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def _check_creatable(target: Path, option: str) -> None:
+    """``target``'s folder exists or can be made, and new files can be created in it."""
+    base = _nearest_existing(target.parent if str(target.parent) else Path("."))
+    try:
+        if not base.is_dir():
+            raise OutputError(f"{target}: {base} is a file, not a folder ({option})")
+    except OSError as e:
+        raise OutputError(f"{target}: {_reason(e)} ({option})") from None
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise OutputError(f"{target}: cannot create files in {base}: permission denied ({option})")
+
+
+def check_file_target(target: str | os.PathLike[str], option: str) -> None:
+    """Refuse a file output that cannot be written (see the module docstring)."""
+    t = Path(target)
+    if str(target) == "":
+        raise OutputError(f"{option}: empty path; give a file name")
+    if str(target).endswith(os.sep):
+        raise OutputError(f"{target}: names a folder, expected a file ({option})")
+    try:
+        st = os.stat(t)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        st = None  # an ancestor is a file: reported below, naming it
+    except OSError as e:
+        raise OutputError(f"{target}: {_reason(e)} ({option})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{target}: is a folder, expected a file ({option})")
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(
+                f"{target}: not a regular file (a device, pipe or socket); "
+                f"results are written to new files ({option})"
+            )
+    _check_creatable(t, option)
+
+
+def check_folder_target(folder: str | os.PathLike[str], option: str) -> None:
+    """Refuse a folder output that is a file, lies below a file or cannot be created."""
+    if str(folder) == "":
+        raise OutputError(f"{option}: empty path; give a folder name")
+    f = Path(folder)
+    try:
+        if os.path.lexists(f) and not f.is_dir():
+            raise OutputError(f"{folder}: is a file, expected a folder ({option})")
+    except OSError as e:
+        raise OutputError(f"{folder}: {_reason(e)} ({option})") from None
+    _check_creatable(f / "x", option)
+
+
+def preflight(
+    inputs: Sequence[tuple[str, str | os.PathLike[str] | None]], outputs: Sequence[Output]
+) -> None:
+    """Refuse, before any work, outputs that cannot be written or would destroy an input.
+
+    ``inputs`` are ``(option, path)`` pairs (``None`` and ``-`` are skipped); ``outputs``
+    those the command will write (``-`` means standard output and is skipped).
+    """
+    outs = [o for o in outputs if o.path != STDOUT]
+    for o in outs:
+        if o.folder:
+            check_folder_target(o.path, o.option)
+        for t in o.targets():
+            check_file_target(t, o.option)
+    written = [(o, t) for o in outs for t in o.targets()]
+    for option, path in inputs:
+        if path is None or str(path) == STDOUT:
+            continue
+        for o, t in written:
+            if same_file(path, t):
+                where = "" if not o.folder else f" (it writes {t})"
+                raise OutputError(
+                    f"{path}: {o.option} {o.path} would overwrite this input ({option}){where}; "
+                    "write the results elsewhere"
+                )
+        for o in outs:
+            for tree in o.trees:
+                if _inside(path, Path(o.path) / tree):
+                    raise OutputError(
+                        f"{path}: lies inside {Path(o.path) / tree}, which {o.option} "
+                        f"{o.path} owns ({option}); move the input out of it"
+                    )
+    for k, (o1, t1) in enumerate(written):
+        for o2, t2 in written[k + 1 :]:
+            if same_file(t1, t2):
+                raise OutputError(
+                    f"{t1}: both {o1.option} and {o2.option} would write it; "
+                    "give them different paths"
+                )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it; there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
+
+    Whatever goes wrong (an exception in the block, a full disk, a missing permission), the
+    temporary file is removed and ``path`` is left as it was.  ``OSError`` becomes one
+    :class:`OutputError` line naming ``path``.  The body should ``fsync`` what it writes.
+    """
+    p = Path(path)
+    tmp: str | None = None
+    try:
+        try:
+            st = os.stat(p)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            # os.replace would swap a device or folder for a regular file: never do that.
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise OutputError(f"{p}: cannot write: {kind}")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=suffix, dir=p.parent)
+        os.close(fd)
+        # mkstemp creates 0600; give the result the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
+        yield Path(tmp)
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as e:
+        raise OutputError(f"{p}: cannot write: {_reason(e)}") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically and durably."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_stdout(text: str) -> None:
+    """Write ``text`` to standard output; a failed write (``> /dev/full``) is one line.
+
+    The unwritten bytes would otherwise be flushed again at exit and fail with a traceback,
+    so standard output is pointed at the null device after a failure.
+    """
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # no real file descriptor (captured output)
+            pass
+        raise OutputError(f"standard output: cannot write: {_reason(e)}") from None
