@@ -10,7 +10,6 @@ Figures are written atomically (temporary file, then rename) like every other ou
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 
+from synergy_opt.outputs import atomic_path  # noqa: E402
 from synergy_opt.sim.engine import SimResult  # noqa: E402
 from synergy_opt.sim.metrics import measured_jcts_h, time_series  # noqa: E402
 
@@ -27,17 +27,12 @@ from synergy_opt.sim.metrics import measured_jcts_h, time_series  # noqa: E402
 def save_figure(fig: plt.Figure, path: str | os.PathLike[str]) -> Path:
     """Write ``fig`` as a PNG atomically, with reproducible bytes, and close it."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=p.parent)
-    os.close(fd)
     try:
-        # A fixed creation date keeps the PNG bytes reproducible.
-        fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
-        os.replace(tmp, p)
+        with atomic_path(p, suffix=p.suffix) as tmp:
+            # No "Software" entry: the PNG bytes depend on the figure alone.
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", metadata={"Software": None})
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from synergy_opt.io import InputError, dumps, write_json_atomic
+from synergy_opt.outputs import OutputError
 from synergy_opt.sweep.cell import cell_record, simulate_cell, validate_cell
 from synergy_opt.sweep.spec import Cell, SweepSpec
 
@@ -117,8 +118,8 @@ def store_cell(root: str | os.PathLike[str], cell: Cell, files: Mapping[str, str
     if final.exists():
         return False
     tmp = d / f"{TMP_PREFIX}{cell.key}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)
         for name, text in files.items():
             if "/" in name or name.startswith("."):
                 raise ValueError(f"cell file name {name!r} must be a plain name")
@@ -136,6 +137,8 @@ def store_cell(root: str | os.PathLike[str], cell: Cell, files: Mapping[str, str
         finally:
             os.close(dfd)
         return True
+    except OSError as e:  # a full disk or a lost permission: one line, nothing partial kept
+        raise OutputError(f"{final}: cannot write: {e.strerror or e}") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -145,8 +148,11 @@ class _Lock:
     """An exclusive advisory lock on ``DIR/.sweep.lock`` (released by the OS on any exit)."""
 
     def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise OutputError(f"{root}: cannot write: {e.strerror or e}") from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
