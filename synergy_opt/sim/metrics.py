@@ -33,6 +33,12 @@ from synergy_opt.sim.engine import SimResult
 from synergy_opt.sim.events import JobRecord
 
 SUMMARY_FORMAT = "synergy-sim-summary/1"
+#: The files one run writes into its folder; the two plots only when asked for.  Commands
+#: declare them before any work so an input of the same name is never overwritten.
+SUMMARY_FILE = "summary.json"
+JOBS_FILE = "jobs.csv"
+TIMELINE_PNG = "utilisation.png"
+JCT_CDF_PNG = "jct_cdf.png"
 #: The paper's short/long boundary (hours of run time at fair share).
 SHORT_JOB_HOURS: float = 4.0
 #: Digits kept in summary floats: stable text, far below any meaningful difference.
@@ -168,8 +174,8 @@ def write_outputs(
     """Write ``summary.json`` and ``jobs.csv`` into ``out_dir`` (created), each atomically."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(d / "jobs.csv", jobs_csv(result))
-    write_text_atomic(d / "summary.json", dumps(summarize(result, seed)))
+    write_text_atomic(d / JOBS_FILE, jobs_csv(result))
+    write_text_atomic(d / SUMMARY_FILE, dumps(summarize(result, seed)))
     return d
 
 

@@ -39,6 +39,11 @@ TIMING_COLUMNS: tuple[str, ...] = (
 #: Summary fields already present as option columns (or constant).
 _SKIP_METRICS = frozenset({"format", "policy", "mechanism", "seed"})
 BASELINE = "proportional"
+#: The files :func:`write_report` writes (the plots only with ``plots=True``): avg JCT, p99
+#: JCT and speed-up against the x axis.
+REPORT_CSV = "report.csv"
+SPEEDUP_CSV = "speedup.csv"
+PLOT_FILES: tuple[str, str, str] = ("avg_jct.png", "p99_jct.png", "speedup.png")
 
 
 class ReportError(InputError):
@@ -338,8 +343,8 @@ def write_report(
     x_col = pick_x(rows, opts, x)
     points = aggregate(rows, opts)
     out_p.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_p / "report.csv", table_csv(root_p))
-    write_text_atomic(out_p / "speedup.csv", speedup_csv(points))
+    write_text_atomic(out_p / REPORT_CSV, table_csv(root_p))
+    write_text_atomic(out_p / SPEEDUP_CSV, speedup_csv(points))
     written: list[Path] = []
     if plots:
         panels = [
@@ -348,7 +353,7 @@ def write_report(
         ]
         written.append(
             plot_metric(
-                points, x_col, panels, "avg_jct_hours", "average JCT (h)", out_p / "avg_jct.png"
+                points, x_col, panels, "avg_jct_hours", "average JCT (h)", out_p / PLOT_FILES[0]
             )
         )
         written.append(
@@ -358,7 +363,7 @@ def write_report(
                 panels,
                 "p99_jct_hours",
                 "p99 JCT (h)",
-                out_p / "p99_jct.png",
+                out_p / PLOT_FILES[1],
                 log_y=True,
             )
         )
@@ -369,11 +374,11 @@ def write_report(
                 panels,
                 "speedup_avg",
                 f"avg JCT speed-up over {BASELINE}",
-                out_p / "speedup.png",
+                out_p / PLOT_FILES[2],
             )
         )
     return ReportFiles(
-        out_p / "report.csv", out_p / "speedup.csv", tuple(written), len(rows), tuple(points)
+        out_p / REPORT_CSV, out_p / SPEEDUP_CSV, tuple(written), len(rows), tuple(points)
     )
 
 
