@@ -14,15 +14,37 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 # Re-exported: InputError's home is synergy_opt.errors (below every module).
 from synergy_opt.errors import InputError as InputError
 from synergy_opt.errors import ValidationError
+from synergy_opt.limits import (
+    ALLOC_CPUS,
+    ALLOC_GPUS,
+    ALLOC_MEM_GB,
+    ALLOC_THROUGHPUT,
+    GRID_CPUS,
+    GRID_MEM_GB,
+    JOB_COUNT,
+    JOB_GPUS,
+    JOBS,
+    JSON_DEPTH,
+    SERVER_CPUS,
+    SERVER_GPUS,
+    SERVER_MEM_GB,
+    SERVERS,
+    SOLVE_SECONDS,
+    SPLIT_PENALTY,
+    THROUGHPUT,
+    Limit,
+)
 from synergy_opt.outputs import write_text_atomic as write_text_atomic
 from synergy_opt.types import (
     Allocation,
@@ -72,27 +94,22 @@ class _Reader:
     def string(self, value: Any, path: str) -> str:
         if not isinstance(value, str) or not value:
             raise ValidationError(path, f"expected a non-empty string, got {_kind(value)}")
+        check_text(value, path)
         return value
 
-    def integer(self, value: Any, path: str, *, minimum: int | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValidationError(path, f"expected an integer, got {_kind(value)}")
-        if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-            raise ValidationError(path, f"expected an integer, got {value!r}")
-        out = int(value)
-        if minimum is not None and out < minimum:
-            raise ValidationError(path, f"must be >= {minimum}, got {out}")
-        return out
+    def integer(self, value: Any, path: str, limit: Limit) -> int:
+        """An integer within ``limit`` (a float with no fraction, like ``4.0``, counts)."""
+        return int(self.bounded(value, path, limit))
 
-    def number(self, value: Any, path: str, *, minimum: float | None = None) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValidationError(path, f"expected a number, got {_kind(value)}")
-        out = float(value)
-        if not math.isfinite(out):
-            raise ValidationError(path, f"must be finite, got {value!r}")
-        if minimum is not None and out < minimum:
-            raise ValidationError(path, f"must be >= {minimum:g}, got {value!r}")
-        return out
+    def number(self, value: Any, path: str, limit: Limit) -> float:
+        """A finite number within ``limit`` (bounds compared before any float conversion)."""
+        return float(self.bounded(value, path, limit))
+
+    def bounded(self, value: Any, path: str, limit: Limit) -> int | float:
+        try:
+            return limit.check(value)
+        except ValidationError as e:
+            raise ValidationError(path, e.problem) from None
 
     def opt(
         self, o: dict[str, Any], key: str, path: str, read: Callable[[Any, str], T]
@@ -137,13 +154,20 @@ def cluster_from_dict(value: Any, path: str = "cluster") -> Cluster:
     o = _R.obj(value, path)
     entries = _R.lst(_R.req(o, "servers", path), _R.join(path, "servers"))
     servers: list[Server] = []
+    names: set[str] = set()  # duplicate check in O(1) per server: 200,000 servers stay fast
     for i, entry in enumerate(entries):
         p = _R.join(_R.join(path, "servers"), i)
         e = _R.obj(entry, p)
-        count = _R.opt(e, "count", p, lambda v, q: _R.integer(v, q, minimum=1)) or 1
-        gpus = _R.integer(_R.req(e, "gpus", p), _R.join(p, "gpus"), minimum=0)
-        cpus = _R.integer(_R.req(e, "cpus", p), _R.join(p, "cpus"), minimum=0)
-        mem = _R.number(_R.req(e, "mem_gb", p), _R.join(p, "mem_gb"), minimum=0)
+        count = _R.opt(e, "count", p, lambda v, q: _R.integer(v, q, SERVERS)) or 1
+        if len(servers) + count > SERVERS.high:
+            raise ValidationError(
+                _R.join(p, "count") if count > 1 else p,
+                f"the cluster would have more than {SERVERS.high:_} servers "
+                f"(limit {SERVERS.name}, docs/limits.md)",
+            )
+        gpus = _R.integer(_R.req(e, "gpus", p), _R.join(p, "gpus"), SERVER_GPUS)
+        cpus = _R.integer(_R.req(e, "cpus", p), _R.join(p, "cpus"), SERVER_CPUS)
+        mem = _R.number(_R.req(e, "mem_gb", p), _R.join(p, "mem_gb"), SERVER_MEM_GB)
         name = _R.opt(e, "name", p, _R.string)
         gpu_type = _R.opt(e, "gpu_type", p, _R.string)
         for k in range(count):
@@ -153,8 +177,9 @@ def cluster_from_dict(value: Any, path: str = "cluster") -> Cluster:
                 sname = f"s{len(servers)}"
             else:
                 sname = name if count == 1 else f"{name}-{k}"
-            if any(s.name == sname for s in servers):
+            if sname in names:
                 raise ValidationError(_R.join(p, "name"), f"duplicate server name {sname!r}")
+            names.add(sname)
             servers.append(_wrap(p, functools.partial(Server, sname, gpus, cpus, mem, gpu_type)))
     return _wrap(path, lambda: Cluster(tuple(servers)))
 
@@ -170,20 +195,41 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
     return {"servers": out}
 
 
-def matrix_from_dict(value: Any, path: str) -> ThroughputMatrix:
-    """Parse a ``sensitivity`` object (grid axes and throughput rows)."""
+def matrix_from_dict(
+    value: Any,
+    path: str,
+    *,
+    cpus_key: str = "cpus",
+    mem_key: str = "mem_gb",
+    throughput_key: str = "throughput",
+) -> ThroughputMatrix:
+    """Parse a ``sensitivity`` object (grid axes and throughput rows).
+
+    The one validator of the sensitivity schema: round files use the default keys, profile
+    files (``cpu_points``, ``mem_points_gb``) pass their own, so a fractional core count,
+    a string number or a boolean throughput is refused the same way in both.
+    """
     o = _R.obj(value, path)
-    cpus_raw = _R.lst(_R.req(o, "cpus", path), _R.join(path, "cpus"))
-    mem_raw = _R.lst(_R.req(o, "mem_gb", path), _R.join(path, "mem_gb"))
-    rows_raw = _R.lst(_R.req(o, "throughput", path), _R.join(path, "throughput"))
-    cpus = [_R.integer(c, _R.join(_R.join(path, "cpus"), i)) for i, c in enumerate(cpus_raw)]
-    mem = [_R.number(m, _R.join(_R.join(path, "mem_gb"), i)) for i, m in enumerate(mem_raw)]
+    cp, mp, tp = (_R.join(path, k) for k in (cpus_key, mem_key, throughput_key))
+    cpus_raw = _R.lst(_R.req(o, cpus_key, path), cp)
+    mem_raw = _R.lst(_R.req(o, mem_key, path), mp)
+    rows_raw = _R.lst(_R.req(o, throughput_key, path), tp)
+    cpus = [_R.integer(c, _R.join(cp, i), GRID_CPUS) for i, c in enumerate(cpus_raw)]
+    mem = [_R.number(m, _R.join(mp, i), GRID_MEM_GB) for i, m in enumerate(mem_raw)]
     rows: list[list[float]] = []
-    tp = _R.join(path, "throughput")
     for i, row in enumerate(rows_raw):
         r = _R.lst(row, _R.join(tp, i))
-        rows.append([_R.number(w, f"{tp}[{i}][{k}]") for k, w in enumerate(r)])
-    return _wrap(path, lambda: ThroughputMatrix.from_lists(cpus, mem, rows))
+        rows.append([_R.number(w, f"{tp}[{i}][{k}]", THROUGHPUT) for k, w in enumerate(r)])
+    keys = {"cpus": cpus_key, "mem_gb": mem_key, "throughput": throughput_key}
+
+    def build() -> ThroughputMatrix:
+        try:
+            return ThroughputMatrix.from_lists(cpus, mem, rows)
+        except ValidationError as e:  # name the field as the file spells it
+            head, sep, rest = e.path.partition("[")
+            raise ValidationError(keys.get(head, head) + sep + rest, e.problem) from None
+
+    return _wrap(path, build)
 
 
 def matrix_to_dict(w: ThroughputMatrix) -> dict[str, Any]:
@@ -199,11 +245,11 @@ def job_from_dict(value: Any, path: str) -> Job:
     """Parse one entry of ``jobs[]``."""
     o = _R.obj(value, path)
     jid = _R.string(_R.req(o, "id", path), _R.join(path, "id"))
-    gpus = _R.integer(_R.req(o, "gpus", path), _R.join(path, "gpus"), minimum=1)
+    gpus = _R.integer(_R.req(o, "gpus", path), _R.join(path, "gpus"), JOB_GPUS)
     w = matrix_from_dict(_R.req(o, "sensitivity", path), _R.join(path, "sensitivity"))
     model = _R.opt(o, "model", path, _R.string)
     category = _R.opt(o, "category", path, _R.string)
-    penalty = _R.opt(o, "split_penalty", path, _R.number)
+    penalty = _R.opt(o, "split_penalty", path, lambda v, q: _R.number(v, q, SPLIT_PENALTY))
     types_raw = _R.opt(o, "gpu_types", path, _R.lst)
     gpu_types = None
     if types_raw is not None:
@@ -239,6 +285,8 @@ def instance_from_dict(value: Any) -> RoundInstance:
     name = _R.opt(o, "name", "", _R.string) or "unnamed"
     cluster = cluster_from_dict(_R.req(o, "cluster", ""), "cluster")
     jobs_raw = _R.lst(_R.req(o, "jobs", ""), "jobs")
+    if len(jobs_raw) > JOBS.high:
+        raise ValidationError("jobs", f"lists {len(jobs_raw)} jobs, at most {JOBS.high:_}")
     jobs = [job_from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_raw)]
     return RoundInstance(name, cluster, intern_matrices(jobs))
 
@@ -307,36 +355,46 @@ def allocation_from_dict(value: Any) -> Allocation:
             parts.append(
                 PlacementPart(
                     server=_R.string(_R.req(po, "server", q), _R.join(q, "server")),
-                    gpus=_R.integer(_R.req(po, "gpus", q), _R.join(q, "gpus")),
-                    cpus=_R.integer(_R.req(po, "cpus", q), _R.join(q, "cpus")),
-                    mem_gb=_R.number(_R.req(po, "mem_gb", q), _R.join(q, "mem_gb")),
+                    gpus=_R.integer(_R.req(po, "gpus", q), _R.join(q, "gpus"), ALLOC_GPUS),
+                    cpus=_R.integer(_R.req(po, "cpus", q), _R.join(q, "cpus"), ALLOC_CPUS),
+                    mem_gb=_R.number(_R.req(po, "mem_gb", q), _R.join(q, "mem_gb"), ALLOC_MEM_GB),
                 )
             )
         jobs.append(
             JobAllocation(
                 id=_R.string(_R.req(jo, "id", p), _R.join(p, "id")),
-                gpus=_R.integer(_R.req(jo, "gpus", p), _R.join(p, "gpus")),
-                cpus=_R.integer(_R.req(jo, "cpus", p), _R.join(p, "cpus")),
-                mem_gb=_R.number(_R.req(jo, "mem_gb", p), _R.join(p, "mem_gb")),
+                gpus=_R.integer(_R.req(jo, "gpus", p), _R.join(p, "gpus"), ALLOC_GPUS),
+                cpus=_R.integer(_R.req(jo, "cpus", p), _R.join(p, "cpus"), ALLOC_CPUS),
+                mem_gb=_R.number(_R.req(jo, "mem_gb", p), _R.join(p, "mem_gb"), ALLOC_MEM_GB),
                 placement=tuple(parts),
-                throughput=_R.number(_R.req(jo, "throughput", p), _R.join(p, "throughput")),
+                throughput=_R.number(
+                    _R.req(jo, "throughput", p), _R.join(p, "throughput"), ALLOC_THROUGHPUT
+                ),
                 fair_share_throughput=_R.number(
-                    _R.req(jo, "fair_share_throughput", p), _R.join(p, "fair_share_throughput")
+                    _R.req(jo, "fair_share_throughput", p),
+                    _R.join(p, "fair_share_throughput"),
+                    ALLOC_THROUGHPUT,
                 ),
             )
         )
     unsched = _R.lst(_R.req(o, "unscheduled", ""), "unscheduled")
     notes = _R.opt(o, "notes", "", _R.lst) or []
+    for i, n in enumerate(notes):
+        if isinstance(n, str):
+            check_text(n, f"notes[{i}]")
     return Allocation(
         instance=_R.opt(o, "instance", "", _R.string) or "unnamed",
         mechanism=_R.string(_R.req(o, "mechanism", ""), "mechanism"),
         jobs=tuple(jobs),
         unscheduled=tuple(_R.string(u, f"unscheduled[{i}]") for i, u in enumerate(unsched)),
-        total_throughput=_R.number(_R.req(o, "total_throughput", ""), "total_throughput"),
-        fragmented_jobs=_R.integer(_R.req(o, "fragmented_jobs", ""), "fragmented_jobs"),
+        total_throughput=_R.number(
+            _R.req(o, "total_throughput", ""), "total_throughput", ALLOC_THROUGHPUT
+        ),
+        fragmented_jobs=_R.integer(_R.req(o, "fragmented_jobs", ""), "fragmented_jobs", JOB_COUNT),
         solver=_R.opt(o, "solver", "", _R.string),
-        upper_bound=_R.opt(o, "upper_bound", "", _R.number),
-        solve_seconds=_R.opt(o, "solve_seconds", "", _R.number) or 0.0,
+        upper_bound=_R.opt(o, "upper_bound", "", lambda v, q: _R.number(v, q, ALLOC_THROUGHPUT)),
+        solve_seconds=_R.opt(o, "solve_seconds", "", lambda v, q: _R.number(v, q, SOLVE_SECONDS))
+        or 0.0,
         notes=tuple(str(n) for n in notes),
     )
 
@@ -365,17 +423,86 @@ def read_text(path: str | os.PathLike[str], expected: str) -> str:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Decode a JSON file, turning every failure into one :class:`InputError` line."""
+    """Decode a JSON file, turning every failure into one :class:`InputError` line.
+
+    Besides syntax, refuses what Python's decoder would accept and later code would choke
+    on: ``NaN``/``Infinity``, nesting deeper than ``JSON_DEPTH`` (checked in linear time
+    before decoding, so 100,000 nested lists are one line, not a ``RecursionError``), and
+    strings holding a lone surrogate (``"\\ud800"``), which no UTF-8 output can write.
+    """
     p = Path(path)
-    text = read_text(p, "a JSON file")
+    return decode_json(read_text(p, "a JSON file"), p)
+
+
+def decode_json(text: str, source: object) -> Any:
+    """:func:`read_json` for text already read (``source`` names it in messages)."""
+    check_json_depth(text, source)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as e:
         raise InputError(
-            f"{p}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
+            f"{source}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
         ) from None
+    except RecursionError:  # pragma: no cover - the depth check runs first
+        raise InputError(f"{source}: not valid JSON: nested too deeply") from None
     except ValueError as e:
-        raise InputError(f"{p}: not valid JSON: {e}") from None
+        raise InputError(f"{source}: not valid JSON: {e}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            check_tree_text(data)
+        except ValidationError as e:
+            raise InputError(f"{source}: {e}") from None
+    return data
+
+
+# A JSON string (escapes included) and the escape of a UTF-16 surrogate half.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_json_depth(text: str, source: object, limit: Limit = JSON_DEPTH) -> None:
+    """InputError when brackets outside strings nest deeper than ``limit.high``.
+
+    Linear time, no recursion: strings are blanked out by one regular expression, the
+    remaining brackets become +1/-1 steps whose running sum is the depth.
+    """
+    if text.count("[") + text.count("{") <= limit.high:
+        return
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    steps = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
+    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
+    if depth.size and int(depth.max()) > limit.high:
+        raise InputError(
+            f"{source}: JSON nested deeper than {int(limit.high)} levels "
+            f"(limit {limit.name}, docs/limits.md)"
+        )
+
+
+def check_text(value: str, path: str) -> None:
+    """ValidationError when ``value`` holds a lone surrogate (not Unicode text)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        bad = value[e.start : e.end].encode("unicode_escape").decode("ascii")
+        raise ValidationError(
+            path, f"contains {bad}, a lone UTF-16 surrogate, which is not text"
+        ) from None
+
+
+def check_tree_text(data: Any, path: str = "") -> None:
+    """:func:`check_text` on every string and key of a decoded JSON tree (iterative)."""
+    stack: list[tuple[str, Any]] = [(path, data)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            check_text(v, where or "value")
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                check_text(k, _R.join(where, "(key)") if where else "(key)")
+                stack.append((_R.join(where, k), x))
+        elif isinstance(v, list):
+            stack.extend((_R.join(where, i), x) for i, x in enumerate(v))
 
 
 def _reject_constant(name: str) -> Any:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from synergy_opt.errors import InputError, ValidationError
-from synergy_opt.io import read_json
+from synergy_opt.io import check_text, matrix_from_dict, read_json
+from synergy_opt.limits import ITER_TIME_S
 from synergy_opt.types import ThroughputMatrix
 
 #: Task categories in the order of the paper's ``--split IMAGE,LANGUAGE,SPEECH``.
@@ -85,31 +86,41 @@ class ProfileLibrary:
 
 
 def profiles_from_dict(data: Any) -> ProfileLibrary:
-    """Parse the profile file's schema (``models`` keyed by name)."""
+    """Parse the profile file's schema (``models`` keyed by name).
+
+    Each model's grid goes through :func:`synergy_opt.io.matrix_from_dict`, the validator
+    the round format uses, so both refuse the same values (``1.9`` cores, ``"1"``, ``true``).
+    """
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ValidationError("models", "expected an object of model profiles")
     out = []
     for name, m in data["models"].items():
         path = f"models.{name}"
-        if not isinstance(m, dict):
-            raise ValidationError(path, "expected an object")
+        if not name:
+            raise ValidationError("models", "a model name must not be empty")
+        check_text(name, "models")
+        w = matrix_from_dict(
+            m, path, cpus_key="cpu_points", mem_key="mem_points_gb", throughput_key="throughput"
+        )
+        category = m.get("category", "other")
+        if not isinstance(category, str) or not category:
+            raise ValidationError(f"{path}.category", "expected a non-empty string")
+        check_text(category, f"{path}.category")
+        iter_time = m.get("iter_time_s_at_fair_share", 1.0)
         try:
-            cpus = tuple(int(c) for c in m["cpu_points"])
-            mem = tuple(float(x) for x in m["mem_points_gb"])
-            tput = tuple(tuple(float(w) for w in row) for row in m["throughput"])
-            category = str(m.get("category", "other"))
-            iter_time = float(m.get("iter_time_s_at_fair_share", 1.0))
-            zoo = bool(m.get("in_simulator_model_zoo", True))
-        except KeyError as e:
-            raise ValidationError(f"{path}.{e.args[0]}", "missing required field") from None
-        except (TypeError, ValueError) as e:
-            raise ValidationError(path, f"malformed profile ({e})") from None
-        try:
-            ThroughputMatrix(cpus, mem, tput)  # validate the grid once, per GPU
+            iter_time = ITER_TIME_S.check(iter_time)
         except ValidationError as e:
-            raise ValidationError(f"{path}.{e.path}", e.problem) from None
-        out.append(ModelProfile(name, category, cpus, mem, tput, iter_time, zoo))
-    return ProfileLibrary(tuple(out), str(data.get("source", "")))
+            raise ValidationError(f"{path}.iter_time_s_at_fair_share", e.problem) from None
+        zoo = m.get("in_simulator_model_zoo", True)
+        if not isinstance(zoo, bool):
+            raise ValidationError(
+                f"{path}.in_simulator_model_zoo", f"expected true or false, got {zoo!r}"
+            )
+        out.append(
+            ModelProfile(name, category, w.cpus, w.mem_gb, w.throughput, float(iter_time), zoo)
+        )
+    source = data.get("source", "")
+    return ProfileLibrary(tuple(out), source if isinstance(source, str) else str(source))
 
 
 @lru_cache(maxsize=1)
