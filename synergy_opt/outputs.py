@@ -88,7 +88,7 @@ def _inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> boo
 
 
 def _nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (``.`` for a relative path's base)."""
+    """``path`` or its closest existing ancestor (a relative path ends at ``.``)."""
     p = path
     while not os.path.lexists(p):
         parent = p.parent
@@ -98,16 +98,16 @@ def _nearest_existing(path: Path) -> Path:
     return p
 
 
-def _check_creatable(target: Path, option: str) -> None:
-    """``target``'s folder exists or can be made, and new files can be created in it."""
-    base = _nearest_existing(target.parent if str(target.parent) else Path("."))
+def _check_creatable(path: Path, shown: str | os.PathLike[str], option: str) -> None:
+    """``path``'s nearest existing ancestor is a folder in which we may create entries."""
+    base = _nearest_existing(path)
     try:
         if not base.is_dir():
-            raise OutputError(f"{target}: {base} is a file, not a folder ({option})")
+            raise OutputError(f"{shown}: {base} is a file, not a folder ({option})")
     except OSError as e:
-        raise OutputError(f"{target}: {_reason(e)} ({option})") from None
+        raise OutputError(f"{shown}: {_reason(e)} ({option})") from None
     if not os.access(base, os.W_OK | os.X_OK):
-        raise OutputError(f"{target}: cannot create files in {base}: permission denied ({option})")
+        raise OutputError(f"{shown}: cannot create files in {base}: permission denied ({option})")
 
 
 def check_file_target(target: str | os.PathLike[str], option: str) -> None:
@@ -133,7 +133,7 @@ def check_file_target(target: str | os.PathLike[str], option: str) -> None:
                 f"{target}: not a regular file (a device, pipe or socket); "
                 f"results are written to new files ({option})"
             )
-    _check_creatable(t, option)
+    _check_creatable(t.parent, target, option)
 
 
 def check_folder_target(folder: str | os.PathLike[str], option: str) -> None:
@@ -146,7 +146,7 @@ def check_folder_target(folder: str | os.PathLike[str], option: str) -> None:
             raise OutputError(f"{folder}: is a file, expected a folder ({option})")
     except OSError as e:
         raise OutputError(f"{folder}: {_reason(e)} ({option})") from None
-    _check_creatable(f / "x", option)
+    _check_creatable(f, folder, option)
 
 
 def preflight(
@@ -159,8 +159,10 @@ def preflight(
     """
     outs = [o for o in outputs if o.path != STDOUT]
     for o in outs:
-        if o.folder:
-            check_folder_target(o.path, o.option)
+        if not o.folder:
+            check_file_target(o.path, o.option)  # as typed: "" and "name/" are not files
+            continue
+        check_folder_target(o.path, o.option)
         for t in o.targets():
             check_file_target(t, o.option)
     written = [(o, t) for o in outs for t in o.targets()]
@@ -169,9 +171,9 @@ def preflight(
             continue
         for o, t in written:
             if same_file(path, t):
-                where = "" if not o.folder else f" (it writes {t})"
+                harm = f"would write {t} over" if o.folder else "would overwrite"
                 raise OutputError(
-                    f"{path}: {o.option} {o.path} would overwrite this input ({option}){where}; "
+                    f"{path}: {o.option} {o.path} {harm} this input ({option}); "
                     "write the results elsewhere"
                 )
         for o in outs:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 # The bounded-number argparse types live below the command layer (synergy_opt.argtypes) so
 # library entry points can use them; re-exported here for the commands.
 from synergy_opt.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
 from synergy_opt.io import dumps, write_json_atomic
+from synergy_opt.outputs import STDOUT, write_stdout
 
 __all__ = [
     "UsageError",
@@ -26,7 +26,7 @@ class UsageError(ValueError):
 
 def emit_json(obj: Any, output: str | None) -> None:
     """Write JSON atomically to ``output``, or to standard output when it is ``None``/``-``."""
-    if output is None or output == "-":
-        sys.stdout.write(dumps(obj))
+    if output is None or output == STDOUT:
+        write_stdout(dumps(obj))
     else:
         write_json_atomic(output, obj)

@@ -21,18 +21,28 @@ from synergy_opt.commands.simulate import (
     check_mechanism,
     check_policy,
     format_table,
+    input_files,
     run_one,
 )
 from synergy_opt.io import write_json_atomic
 from synergy_opt.mechanisms import mechanism_names
+from synergy_opt.outputs import Output, preflight
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import load_profiles
 from synergy_opt.sim.engine import SimResult, SimulationError
-from synergy_opt.sim.metrics import summarize, write_outputs
+from synergy_opt.sim.metrics import (
+    JCT_CDF_PNG,
+    JOBS_FILE,
+    SUMMARY_FILE,
+    TIMELINE_PNG,
+    summarize,
+    write_outputs,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MECHANISMS = "proportional,greedy,tune,tune-sorted"
+COMPARE_FILE = "compare.json"
 
 
 def _names(text: str, option: str) -> list[str]:
@@ -70,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
         check_mechanism(m, "--mechanisms")
     for p in policies:
         check_policy(p, "--policies")
+    runs = [f"{p}-{m}" for p in policies for m in mechanisms]
+    files = (COMPARE_FILE, JCT_CDF_PNG) + tuple(
+        f"{run}/{name}" for run in runs for name in (SUMMARY_FILE, JOBS_FILE, TIMELINE_PNG)
+    )
+    preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
     profiles = load_profiles(args.profiles)
     trace = build_trace(args, profiles)
@@ -99,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         for s in summaries
     ]
     write_json_atomic(
-        f"{args.output}/compare.json",
+        f"{args.output}/{COMPARE_FILE}",
         {
             "format": "synergy-sim-compare/1",
             "baseline_mechanism": mechanisms[0],
@@ -108,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from synergy_opt.sim.plots import plot_jct_cdf, plot_timeline
 
-    plot_jct_cdf(results, f"{args.output}/jct_cdf.png")
+    plot_jct_cdf(results, f"{args.output}/{JCT_CDF_PNG}")
     for label, res in results.items():
-        plot_timeline(res, f"{args.output}/{label.replace('/', '-')}/utilisation.png")
+        plot_timeline(res, f"{args.output}/{label.replace('/', '-')}/{TIMELINE_PNG}")
     if not args.quiet:
         print(format_table(summaries, [(f"{mechanisms[0]}/this", ratios)]))
-        print(f"wrote {args.output}/compare.json and {args.output}/jct_cdf.png")
+        print(f"wrote {args.output}/{COMPARE_FILE} and {args.output}/{JCT_CDF_PNG}")
     return 1 if failed else 0

@@ -15,6 +15,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.generate import GenerateSpec, generate_instance
 from synergy_opt.io import allocation_to_dict, instance_to_dict, write_json_atomic
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.outputs import Output, preflight
 
 #: Mechanisms that must keep every job at its fair share (GREEDY, DRF, ... may not).
 FAIR_SHARE_MECHANISMS = frozenset({"proportional", "tune", "opt", "opt-exact"})
@@ -32,12 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Solve, check and tabulate; exit 1 if any answer has a violation it must not have."""
+    names = [n for n in mechanism_names() if n not in SKIP_IN_DEMO]
+    files = ("instance.json", *(f"allocation-{n}.json" for n in names))
+    preflight([], [Output("-o", args.output, folder=True, files=files)])
     inst = generate_instance(
         GenerateSpec(gpu_load=1.5, seed=args.seed, name=f"paper-128gpu-seed{args.seed}")
     )
     out = Path(args.output)
-    write_json_atomic(out / "instance.json", instance_to_dict(inst))
-    names = [n for n in mechanism_names() if n not in SKIP_IN_DEMO]
+    write_json_atomic(out / files[0], instance_to_dict(inst))
     rows = []
     baseline = None
     bad = 0

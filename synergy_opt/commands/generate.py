@@ -19,6 +19,7 @@ from synergy_opt.generate import (
     parse_split,
 )
 from synergy_opt.io import instance_to_dict
+from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.types import ValidationError
 
@@ -85,6 +86,10 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
 def run(args: argparse.Namespace) -> int:
     """Generate and write the instance."""
     spec = spec_from_args(args)
+    preflight(
+        [("--profiles", args.profiles)],
+        [] if args.output is None else [Output("-o", args.output)],
+    )
     inst = generate_instance(spec, load_profiles(args.profiles))
     emit_json(instance_to_dict(inst), args.output)
     return 0

@@ -23,6 +23,7 @@ from synergy_opt.commands.common import (
     positive_int,
 )
 from synergy_opt.io import matrix_from_dict, matrix_to_dict
+from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.profiling import (
     CPUS_PLACEHOLDER,
@@ -303,6 +304,10 @@ def run(args: argparse.Namespace) -> int:
     """Profile and write the report atomically; exit 1 when no point could be measured."""
     if args.max_points < 2:
         raise UsageError(f"--max-points: must be >= 2, got {args.max_points}")
+    preflight(
+        [("--profiles", args.profiles)],
+        [] if args.output is None else [Output("-o", args.output)],
+    )
     try:
         if args.model is not None:
             rep, gpus = _profile_model(args)

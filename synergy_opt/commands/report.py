@@ -8,8 +8,17 @@ over PROPORTIONAL), ``avg_jct.png``, ``p99_jct.png`` and ``speedup.png`` into ``
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from synergy_opt.sweep.report import format_speedups, write_report
+from synergy_opt.outputs import Output, preflight
+from synergy_opt.sweep.report import (
+    PLOT_FILES,
+    REPORT_CSV,
+    SPEEDUP_CSV,
+    format_speedups,
+    write_report,
+)
+from synergy_opt.sweep.runner import CELLS, MANIFEST
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     """Aggregate and print."""
-    files = write_report(args.dir, args.output, x=args.x, plots=args.plots)
+    out = args.output if args.output is not None else str(Path(args.dir) / "report")
+    names = (REPORT_CSV, SPEEDUP_CSV, *(PLOT_FILES if args.plots else ()))
+    root = Path(args.dir)
+    inputs = [("DIR", str(root / MANIFEST))]
+    if (root / CELLS).is_dir():
+        inputs += [("DIR", str(f)) for f in sorted((root / CELLS).glob("*/*"))]
+    preflight(inputs, [Output("-o", out, folder=True, files=names)])
+    files = write_report(args.dir, out, x=args.x, plots=args.plots)
     if not args.quiet:
         print(format_speedups(files.points))
         print(

@@ -28,11 +28,19 @@ from synergy_opt.mechanisms import (
     make_mechanism,
     mechanism_names,
 )
+from synergy_opt.outputs import Output, preflight
 from synergy_opt.policies import policy_names
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimResult, SimulationError, simulate
-from synergy_opt.sim.metrics import summarize, write_outputs
+from synergy_opt.sim.metrics import (
+    JCT_CDF_PNG,
+    JOBS_FILE,
+    SUMMARY_FILE,
+    TIMELINE_PNG,
+    summarize,
+    write_outputs,
+)
 from synergy_opt.sim.workload import (
     ASSIGNMENTS,
     DURATIONS,
@@ -224,6 +232,11 @@ def build_trace(args: argparse.Namespace, profiles: ProfileLibrary) -> tuple[Tra
         raise UsageError(f"--split: {e}") from None
 
 
+def input_files(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The files a simulation reads, by option (for :func:`~synergy_opt.outputs.preflight`)."""
+    return [("--trace", args.trace), ("--cluster", args.cluster), ("--profiles", args.profiles)]
+
+
 def check_mechanism(name: str, option: str = "--mechanism") -> None:
     """UsageError unless ``name`` is a registered mechanism."""
     if not is_mechanism(name):
@@ -341,6 +354,8 @@ def run(args: argparse.Namespace) -> int:
     """Simulate, write the two result files, print the table."""
     check_policy(args.policy)
     check_mechanism(args.mechanism)
+    files = (SUMMARY_FILE, JOBS_FILE) + ((TIMELINE_PNG, JCT_CDF_PNG) if args.plots else ())
+    preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
     profiles = load_profiles(args.profiles)
     trace = build_trace(args, profiles)
@@ -354,9 +369,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plots:
         from synergy_opt.sim.plots import plot_jct_cdf, plot_timeline
 
-        plot_timeline(result, out / "utilisation.png")
-        plot_jct_cdf({f"{result.policy}/{result.mechanism}": result}, out / "jct_cdf.png")
+        plot_timeline(result, out / TIMELINE_PNG)
+        plot_jct_cdf({f"{result.policy}/{result.mechanism}": result}, out / JCT_CDF_PNG)
     if not args.quiet:
         print(format_table([summarize(result, seed)]))
-        print(f"wrote {out / 'summary.json'} and {out / 'jobs.csv'}")
+        print(f"wrote {out / SUMMARY_FILE} and {out / JOBS_FILE}")
     return 0

@@ -13,6 +13,7 @@ from synergy_opt.mechanisms import (
     make_mechanism,
     mechanism_names,
 )
+from synergy_opt.outputs import Output, preflight
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _outputs(args: argparse.Namespace) -> list[Output]:
+    return [] if args.output is None else [Output("-o", args.output)]
+
+
 def run(args: argparse.Namespace) -> int:
     """Solve and write the allocation; exit 1 when nothing at all could be scheduled."""
     if not is_mechanism(args.mechanism):
@@ -38,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
             f"--mechanism: unknown mechanism {args.mechanism!r}; "
             f"known: {', '.join(mechanism_names())}"
         )
+    preflight([("INSTANCE.json", args.instance)], _outputs(args))
     inst = load_instance(args.instance)
     mech = make_mechanism(
         args.mechanism,

@@ -13,8 +13,12 @@ import argparse
 import logging
 
 from synergy_opt.commands.common import UsageError, positive_int
-from synergy_opt.sweep.runner import run_sweep
-from synergy_opt.sweep.spec import load_spec
+from synergy_opt.outputs import Output, preflight
+from synergy_opt.sweep.runner import CELLS, LOCK, MANIFEST, run_sweep
+from synergy_opt.sweep.spec import SweepSpec, load_spec
+
+#: Cell options that name files the cells read.
+PATH_OPTIONS = ("trace", "cluster", "profiles")
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _inputs(spec_path: str, spec: SweepSpec) -> list[tuple[str, str | None]]:
+    """The spec file and every file its cells read (a cell's folder may not hold them)."""
+    found: dict[str, str] = {}
+    for cell in spec.cells():
+        for name in PATH_OPTIONS:
+            value = cell.get(name)
+            if isinstance(value, str):
+                found.setdefault(value, f"{spec_path}: {name}")
+    return [("SPEC.toml", spec_path), *((where, path) for path, where in found.items())]
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, validate, run the missing cells, print what happened."""
     if args.dask is not None and args.dask != "local" and "://" not in args.dask:
@@ -49,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
             f"got {args.dask!r}"
         )
     spec = load_spec(args.spec)
+    preflight(
+        _inputs(args.spec, spec),
+        [Output("-o", args.output, folder=True, files=(MANIFEST, LOCK), trees=(CELLS,))],
+    )
     if args.dry_run:
         for cell in spec.cells():
             print(cell.key)

@@ -11,6 +11,7 @@ import sys
 
 from synergy_opt.commands.common import UsageError, nonneg_int, positive_float, positive_int
 from synergy_opt.io import cluster_to_dict, write_json_atomic
+from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.tracefile import write_trace
 from synergy_opt.traces import CONVERTERS, ConvertOptions, convert
@@ -90,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     """Convert, write the trace (and cluster), print the row accounting."""
     if args.cluster_out is not None and args.kind != "alibaba-gpu-2023":
         raise UsageError(f"--cluster-out: the {args.kind} format carries no node list")
+    outputs = [Output("-o", args.output)]
+    if args.cluster_out is not None:
+        outputs.append(Output("--cluster-out", args.cluster_out))
+    preflight([("INPUT", p) for p in args.inputs] + [("--profiles", args.profiles)], outputs)
     phases = None
     if args.phases is not None:
         phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
