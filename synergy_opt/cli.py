@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from synergy_opt.commands.common import UsageError
-from synergy_opt.io import InputError
+from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.limits import OPTION_LIMITS, check_options
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -49,7 +50,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    _say_limits(parser)
     return parser
+
+
+def _say_limits(parser: argparse.ArgumentParser) -> None:
+    """Append each bounded option's range (synergy_opt.limits) to its help text."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                _say_limits(child)
+        elif action.option_strings and action.dest in OPTION_LIMITS:
+            bound = f"{OPTION_LIMITS[action.dest].describe()}; docs/limits.md"
+            action.help = f"{action.help} [{bound}]" if action.help else bound
+
+
+def check_option_limits(args: argparse.Namespace) -> None:
+    """UsageError naming the option when a parsed number is outside its documented limit."""
+    try:
+        check_options(vars(args))
+    except ValidationError as e:
+        raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        check_option_limits(args)
         return int(args.func(args))
     except (InputError, UsageError) as e:
         print(str(e), file=sys.stderr)

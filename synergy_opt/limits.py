@@ -13,6 +13,7 @@ keeps the two in step.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from synergy_opt.errors import ValidationError
@@ -34,15 +35,20 @@ class Limit:
     low_open: bool = False
     unit: str = ""
     why: str = ""
+    #: 0 is accepted besides the range (e.g. arrival rate 0 = every job at time 0).
+    or_zero: bool = False
 
     def describe(self) -> str:
         """The range in words, e.g. ``an integer in [1, 1024]``."""
         kind = "an integer" if self.integer else "a number"
         left = "(" if self.low_open else "["
-        return f"{kind} in {left}{_fmt(self.low)}, {_fmt(self.high)}]"
+        zero = "0 or " if self.or_zero else ""
+        return f"{zero}{kind} in {left}{_fmt(self.low)}, {_fmt(self.high)}]"
 
     def contains(self, value: float) -> bool:
         """Whether ``value`` (already a finite int or float) is within the range."""
+        if self.or_zero and value == 0:
+            return True
         above = value > self.low if self.low_open else value >= self.low
         return above and value <= self.high
 
@@ -199,17 +205,11 @@ ROUNDS_PER_JOB = Limit(
 )
 ARRIVAL_RATE = Limit(
     "arrival_rate",
-    0,
-    1e6,
-    unit="jobs/h",
-    why="Poisson arrival rate; 0 or at least the minimum below",
-)
-MIN_ARRIVAL_RATE = Limit(
-    "min_arrival_rate",
     1e-3,
     1e6,
+    or_zero=True,
     unit="jobs/h",
-    why="smallest positive arrival rate (mean gap 1,000 h)",
+    why="Poisson arrival rate (0 = every job at time 0; 0.001 = a job per 1,000 h)",
 )
 SPLIT_PERCENT = Limit("split_percent", 0, 100, unit="%", why="one IMAGE,LANGUAGE,SPEECH percentage")
 GPU_LOAD = Limit(
@@ -259,6 +259,55 @@ JSON_DEPTH = Limit(
 
 #: Every limit, in the order docs/limits.md lists them.
 LIMITS: tuple[Limit, ...] = tuple(v for v in dict(globals()).values() if isinstance(v, Limit))
+
+#: The limit of every numeric command-line option and sweep-spec option, by its name
+#: (argparse ``dest``, i.e. the option without ``--`` and with ``_`` for ``-``).  The
+#: command line checks every parsed option found here and appends the range to its help.
+OPTION_LIMITS: Mapping[str, Limit] = {
+    "servers": SERVERS,
+    "gpus_per_server": SERVER_GPUS,
+    "cpus_per_server": SERVER_CPUS,
+    "mem_per_server_gb": SERVER_MEM_GB,
+    "cpus_per_gpu": CPUS_PER_GPU,
+    "jobs": JOB_COUNT,
+    "max_jobs": JOB_COUNT,
+    "skip_jobs": JOB_COUNT,
+    "gpu_load": GPU_LOAD,
+    "arrival_rate": ARRIVAL_RATE,
+    "seed": SEED,
+    "time_scale": TIME_SCALE,
+    "compress_arrivals": TIME_SCALE,
+    "round_seconds": ROUND_SECONDS,
+    "preemption_cost_s": PREEMPTION_COST_S,
+    "time_limit": TIME_LIMIT_S,
+    "threads": THREADS,
+    "workers": WORKERS,
+    "gpus": JOB_GPUS,
+    "max_cpus": GRID_CPUS,
+    "fair_cpus": GRID_CPUS,
+    "max_points": PROFILE_POINTS,
+    "dataset_gb": PROFILE_SIZE,
+    "storage_mbps": PROFILE_SIZE,
+    "mb_per_sample": PROFILE_SIZE,
+    "min_mem_gb": PROFILE_SIZE,
+    "minutes_per_point": PROFILE_SIZE,
+    "timeout": PROFILE_SIZE,
+}
+
+
+def check_options(values: Mapping[str, object]) -> None:
+    """ValidationError (path = the option's name) for the first option out of its limit.
+
+    ``None`` (an option left unset) passes; so do names without a limit.
+    """
+    for name, value in values.items():
+        limit = OPTION_LIMITS.get(name)
+        if limit is None or value is None:
+            continue
+        try:
+            limit.check(value)
+        except ValidationError as e:
+            raise ValidationError(name, e.problem) from None
 
 
 def horizon_rounds(longest_duration_s: float, time_scale: float, round_s: float) -> float:
