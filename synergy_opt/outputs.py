@@ -143,7 +143,8 @@ def check_folder_target(folder: str | os.PathLike[str], option: str) -> None:
     f = Path(folder)
     try:
         if os.path.lexists(f) and not f.is_dir():
-            raise OutputError(f"{folder}: is a file, expected a folder ({option})")
+            kind = "a file" if f.is_file() else "not a folder"
+            raise OutputError(f"{folder}: is {kind}, expected a folder ({option})")
     except OSError as e:
         raise OutputError(f"{folder}: {_reason(e)} ({option})") from None
     _check_creatable(f, folder, option)
