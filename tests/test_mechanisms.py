@@ -102,9 +102,14 @@ def test_greedy_skips_and_idles_gpus() -> None:
 
 
 def test_split_cpus_largest_remainder() -> None:
-    assert split_cpus(10, [1, 1, 1]) == [4, 3, 3]
-    assert split_cpus(7, [4, 2, 2]) == [4, 2, 1] or split_cpus(7, [4, 2, 2]) == [3, 2, 2]
-    assert sum(split_cpus(13, [3, 5])) == 13
+    """Floors first, then one more core to the largest remainders, ties by position."""
+    assert split_cpus(10, [1, 1, 1]) == [4, 3, 3]  # 3.33 each: the tie goes to the first
+    # 3.5, 1.75, 1.75: floors 3, 1, 1; the two spare cores go to the 0.75 remainders, not 0.5.
+    assert split_cpus(7, [4, 2, 2]) == [3, 2, 2]
+    assert split_cpus(13, [3, 5]) == [5, 8]  # 4.875, 8.125
+    assert split_cpus(5, [1, 1, 1, 1]) == [2, 1, 1, 1]
+    assert split_cpus(0, [2, 3]) == [0, 0]
+    assert split_cpus(8, [0, 1]) == [0, 8]
 
 
 def test_pointwise_min_parts_never_grows_a_part() -> None:
