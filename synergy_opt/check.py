@@ -6,18 +6,20 @@ judge: each rule is a :class:`Violation` ``kind``, and tests decide which kinds 
 must avoid (GREEDY, for instance, may leave jobs below their fair share by not scheduling
 them, but never over-fills a server).
 
-Kinds: ``format``, ``unknown-job``, ``missing-job``, ``duplicate-job``, ``gpu-demand``,
-``part``, ``unknown-server``, ``gpu-type``, ``capacity``, ``sum``, ``throughput``,
-``fair-share-report``, ``total``, ``fragmented``, ``upper-bound``, ``fair-share``.
+The kinds are listed once, in :data:`RULES` (name, the rule in words, the function finding
+its violations); :data:`KINDS` holds their names.  Each rule is one small function over
+:class:`Facts`: what the allocation says, tallied once (each job's summed parts, the servers
+it touches, the floor look-up of its throughput).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from synergy_opt.types import Allocation, Cluster, Job, RoundInstance
+from synergy_opt.types import Allocation, Cluster, Job, JobAllocation, RoundInstance, Server
 
 #: Absolute slack for throughput and memory comparisons.
 ABS_TOL: float = 1e-6
@@ -86,159 +88,285 @@ def _cluster_facts(cluster: Cluster) -> tuple[int, int, float, dict[str | None, 
     )
 
 
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A scheduled job of the instance with what its parts add up to."""
+
+    alloc: JobAllocation
+    job: Job
+    gpus: int
+    cpus: int
+    mem_gb: float
+    servers: frozenset[str]
+    #: W_j at the parts' summed cores and memory, times the split penalty when spread.
+    throughput: float
+
+    @property
+    def fragmented(self) -> bool:
+        """Spread over more than one server."""
+        return len(self.servers) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What every rule reads: the instance, the allocation and the per-job tallies."""
+
+    inst: RoundInstance
+    alloc: Allocation
+    jobs: dict[str, Job]
+    servers: dict[str, Server]
+    scheduled: tuple[Scheduled, ...]
+
+    @property
+    def total(self) -> float:
+        """Recomputed total throughput of the scheduled jobs."""
+        return sum(s.throughput for s in self.scheduled)
+
+
+def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
+    """Tally ``alloc`` against ``inst`` once; jobs unknown to the instance are left out."""
+    jobs = {j.id: j for j in inst.jobs}
+    scheduled = []
+    for ja in alloc.jobs:
+        job = jobs.get(ja.id)
+        if job is None:
+            continue
+        parts = ja.placement
+        cpus = sum(p.cpus for p in parts)
+        mem = sum(p.mem_gb for p in parts)
+        servers = frozenset(p.server for p in parts)
+        w = _floor_lookup(job, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
+        scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
+    return Facts(inst, alloc, jobs, {s.name: s for s in inst.cluster.servers}, tuple(scheduled))
+
+
+def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
+    return math.isclose(a, b, rel_tol=rel, abs_tol=ABS_TOL)
+
+
+def _counts(f: Facts) -> dict[str, int]:
+    """How often each job id appears, scheduled or unscheduled."""
+    seen: dict[str, int] = {}
+    for jid in (*f.alloc.unscheduled, *(ja.id for ja in f.alloc.jobs)):
+        seen[jid] = seen.get(jid, 0) + 1
+    return seen
+
+
+def _parts(f: Facts) -> Iterator[tuple[Scheduled, str, int]]:
+    """(job, ``id.placement[k]``, k) for every part of every scheduled job."""
+    for s in f.scheduled:
+        for k in range(len(s.alloc.placement)):
+            yield s, f"{s.alloc.id}.placement[{k}]", k
+
+
+# --------------------------------------------------------------------------- one rule per kind
+
+
+def _format(f: Facts) -> Iterator[Violation]:
+    if f.alloc.instance != f.inst.name:
+        yield Violation(
+            "format",
+            "instance",
+            f"allocation is for {f.alloc.instance!r}, instance is {f.inst.name!r}",
+        )
+
+
+def _unknown_job(f: Facts) -> Iterator[Violation]:
+    for jid in f.alloc.unscheduled:
+        if jid not in f.jobs:
+            yield Violation("unknown-job", jid, "unscheduled job is not in the instance")
+    for ja in f.alloc.jobs:
+        if ja.id not in f.jobs:
+            yield Violation("unknown-job", ja.id, "scheduled job is not in the instance")
+
+
+def _missing_job(f: Facts) -> Iterator[Violation]:
+    seen = _counts(f)
+    for jid in f.jobs:
+        if jid not in seen:
+            yield Violation("missing-job", jid, "neither scheduled nor unscheduled")
+
+
+def _duplicate_job(f: Facts) -> Iterator[Violation]:
+    for jid, n in _counts(f).items():
+        if n > 1:
+            yield Violation("duplicate-job", jid, f"appears {n} times")
+
+
+def _part(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        if not s.alloc.placement:
+            yield Violation("part", s.alloc.id, "scheduled job has no placement")
+    for s, where, k in _parts(f):
+        p = s.alloc.placement[k]
+        if p.gpus < 1:
+            yield Violation("part", where, f"has {p.gpus} GPUs, each part needs >= 1")
+        if p.cpus < 0 or p.mem_gb < 0 or not math.isfinite(p.mem_gb):
+            yield Violation("part", where, f"negative resources ({p.cpus} cores, {p.mem_gb} GB)")
+
+
+def _unknown_server(f: Facts) -> Iterator[Violation]:
+    for s, where, k in _parts(f):
+        name = s.alloc.placement[k].server
+        if name not in f.servers:
+            yield Violation("unknown-server", where, f"server {name!r} is not in the cluster")
+
+
+def _gpu_type(f: Facts) -> Iterator[Violation]:
+    for s, where, k in _parts(f):
+        server = f.servers.get(s.alloc.placement[k].server)
+        allowed = s.job.gpu_types
+        if server is not None and allowed is not None and server.gpu_type not in allowed:
+            yield Violation(
+                "gpu-type",
+                where,
+                f"server {server.name!r} has GPU type {server.gpu_type!r}, "
+                f"job allows {list(allowed)}",
+            )
+
+
+def _gpu_demand(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        if s.alloc.gpus != s.job.gpus or s.gpus != s.job.gpus:
+            yield Violation(
+                "gpu-demand",
+                s.alloc.id,
+                f"wants {s.job.gpus} GPUs, allocation says {s.alloc.gpus}, parts hold {s.gpus}",
+            )
+
+
+def _sum(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        if s.cpus != s.alloc.cpus or not _close(s.mem_gb, s.alloc.mem_gb):
+            yield Violation(
+                "sum",
+                s.alloc.id,
+                f"parts hold {s.cpus} cores and {s.mem_gb:g} GB, "
+                f"job reports {s.alloc.cpus} and {s.alloc.mem_gb:g}",
+            )
+
+
+def _capacity(f: Facts) -> Iterator[Violation]:
+    used = {name: [0, 0, 0.0] for name in f.servers}
+    for s, _, k in _parts(f):
+        p = s.alloc.placement[k]
+        if p.server in used:
+            u = used[p.server]
+            u[0] += p.gpus
+            u[1] += p.cpus
+            u[2] += p.mem_gb
+    for name, (g, c, m) in used.items():
+        srv = f.servers[name]
+        if g > srv.gpus or c > srv.cpus or m > srv.mem_gb * (1 + REL_TOL) + ABS_TOL:
+            yield Violation(
+                "capacity",
+                name,
+                f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; "
+                f"capacity {srv.gpus}, {srv.cpus}, {srv.mem_gb:g}",
+            )
+
+
+def _throughput(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        if not _close(s.throughput, s.alloc.throughput):
+            yield Violation(
+                "throughput",
+                s.alloc.id,
+                f"reports {s.alloc.throughput:g}, floor look-up gives {s.throughput:g}",
+            )
+
+
+def _fair_share_report(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        fair_tp, _ = fair_share_floor(f.inst, s.job)
+        if not _close(fair_tp, s.alloc.fair_share_throughput):
+            yield Violation(
+                "fair-share-report",
+                s.alloc.id,
+                f"reports fair share {s.alloc.fair_share_throughput:g}, expected {fair_tp:g}",
+            )
+
+
+def _fair_share(f: Facts) -> Iterator[Violation]:
+    for s in f.scheduled:
+        _, required = fair_share_floor(f.inst, s.job)
+        if s.throughput < required - ABS_TOL:
+            yield Violation(
+                "fair-share",
+                s.alloc.id,
+                f"throughput {s.throughput:g} is below its fair share {required:g}",
+            )
+
+
+def _total(f: Facts) -> Iterator[Violation]:
+    if not _close(f.total, f.alloc.total_throughput, rel=1e-7):
+        yield Violation(
+            "total",
+            "total_throughput",
+            f"reports {f.alloc.total_throughput:g}, jobs sum to {f.total:g}",
+        )
+
+
+def _fragmented(f: Facts) -> Iterator[Violation]:
+    counted = sum(s.fragmented for s in f.scheduled)
+    if counted != f.alloc.fragmented_jobs:
+        yield Violation(
+            "fragmented",
+            "fragmented_jobs",
+            f"reports {f.alloc.fragmented_jobs}, counted {counted}",
+        )
+
+
+def _upper_bound(f: Facts) -> Iterator[Violation]:
+    bound = f.alloc.upper_bound
+    if bound is not None and f.total > bound * (1 + 1e-7) + ABS_TOL:
+        yield Violation(
+            "upper-bound",
+            "upper_bound",
+            f"total {f.total:g} exceeds the claimed bound {bound:g}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One kind of violation: its name, the rule in words and the function finding it."""
+
+    kind: str
+    rule: str
+    find: Callable[[Facts], Iterator[Violation]]
+    #: Checked only with ``fair_share=True`` (GREEDY, for one, need not keep it).
+    optional: bool = False
+
+
+#: Every kind of violation, in report order (docs/formats.md, the allocation's rules).
+RULES: tuple[Rule, ...] = (
+    Rule("format", "the allocation names the instance it answers", _format),
+    Rule("unknown-job", "every job id it names is in the instance", _unknown_job),
+    Rule("missing-job", "every job is scheduled or unscheduled", _missing_job),
+    Rule("duplicate-job", "no job appears twice", _duplicate_job),
+    Rule("part", "a job has parts, each with >= 1 GPU and no negative resource", _part),
+    Rule("unknown-server", "every part is on a server of the cluster", _unknown_server),
+    Rule("gpu-type", "a typed job runs only on servers of its GPU types", _gpu_type),
+    Rule("gpu-demand", "a job gets exactly the GPUs it asks for", _gpu_demand),
+    Rule("sum", "the parts add up to the job's cores and memory", _sum),
+    Rule("capacity", "no server gives more GPUs, cores, memory than it has: (2), (3)", _capacity),
+    Rule("throughput", "throughput is the floor look-up (x split penalty)", _throughput),
+    Rule("fair-share-report", "the fair share reported is the cluster's", _fair_share_report),
+    Rule("fair-share", "no job below its fair-share throughput: (5)", _fair_share, optional=True),
+    Rule("total", "total_throughput is the sum over the jobs", _total),
+    Rule("fragmented", "fragmented_jobs counts the jobs on several servers", _fragmented),
+    Rule("upper-bound", "the total does not exceed the claimed bound", _upper_bound),
+)
+#: The kinds' names, in report order.
+KINDS: tuple[str, ...] = tuple(r.kind for r in RULES)
+
+
 def check_allocation(
     inst: RoundInstance, alloc: Allocation, *, fair_share: bool = False
 ) -> list[Violation]:
-    """Every violation of FORMATS.md section 2 (and, optionally, the fair-share floor)."""
-    out: list[Violation] = []
-    jobs = {j.id: j for j in inst.jobs}
-    servers = {s.name: s for s in inst.cluster.servers}
-    used: dict[str, list[float]] = {name: [0, 0, 0.0] for name in servers}
-    seen: dict[str, int] = {}
-
-    if alloc.instance != inst.name:
-        out.append(
-            Violation(
-                "format",
-                "instance",
-                f"allocation is for {alloc.instance!r}, instance is {inst.name!r}",
-            )
-        )
-
-    for jid in alloc.unscheduled:
-        seen[jid] = seen.get(jid, 0) + 1
-        if jid not in jobs:
-            out.append(Violation("unknown-job", jid, "unscheduled job is not in the instance"))
-
-    total = 0.0
-    fragmented = 0
-    for ja in alloc.jobs:
-        seen[ja.id] = seen.get(ja.id, 0) + 1
-        job = jobs.get(ja.id)
-        if job is None:
-            out.append(Violation("unknown-job", ja.id, "scheduled job is not in the instance"))
-            continue
-        if not ja.placement:
-            out.append(Violation("part", ja.id, "scheduled job has no placement"))
-        g_sum = c_sum = 0
-        m_sum = 0.0
-        part_servers: set[str] = set()
-        for k, p in enumerate(ja.placement):
-            where = f"{ja.id}.placement[{k}]"
-            if p.gpus < 1:
-                out.append(Violation("part", where, f"has {p.gpus} GPUs, each part needs >= 1"))
-            if p.cpus < 0 or p.mem_gb < 0 or not math.isfinite(p.mem_gb):
-                out.append(
-                    Violation("part", where, f"negative resources ({p.cpus} cores, {p.mem_gb} GB)")
-                )
-            server = servers.get(p.server)
-            if server is None:
-                out.append(
-                    Violation("unknown-server", where, f"server {p.server!r} is not in the cluster")
-                )
-            else:
-                if job.gpu_types is not None and server.gpu_type not in job.gpu_types:
-                    out.append(
-                        Violation(
-                            "gpu-type",
-                            where,
-                            f"server {p.server!r} has GPU type {server.gpu_type!r}, "
-                            f"job allows {list(job.gpu_types)}",
-                        )
-                    )
-                u = used[p.server]
-                u[0] += p.gpus
-                u[1] += p.cpus
-                u[2] += p.mem_gb
-            part_servers.add(p.server)
-            g_sum += p.gpus
-            c_sum += p.cpus
-            m_sum += p.mem_gb
-        if ja.gpus != job.gpus or g_sum != job.gpus:
-            out.append(
-                Violation(
-                    "gpu-demand",
-                    ja.id,
-                    f"wants {job.gpus} GPUs, allocation says {ja.gpus}, parts hold {g_sum}",
-                )
-            )
-        if c_sum != ja.cpus or not math.isclose(m_sum, ja.mem_gb, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-            out.append(
-                Violation(
-                    "sum",
-                    ja.id,
-                    f"parts hold {c_sum} cores and {m_sum:g} GB, "
-                    f"job reports {ja.cpus} and {ja.mem_gb:g}",
-                )
-            )
-        w = _floor_lookup(job, c_sum, m_sum)
-        if len(part_servers) > 1:
-            fragmented += 1
-            w *= job.split_penalty
-        if not math.isclose(w, ja.throughput, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-            out.append(
-                Violation(
-                    "throughput", ja.id, f"reports {ja.throughput:g}, floor look-up gives {w:g}"
-                )
-            )
-        fair_tp, required = fair_share_floor(inst, job)
-        if not math.isclose(fair_tp, ja.fair_share_throughput, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-            out.append(
-                Violation(
-                    "fair-share-report",
-                    ja.id,
-                    f"reports fair share {ja.fair_share_throughput:g}, expected {fair_tp:g}",
-                )
-            )
-        if fair_share and w < required - ABS_TOL:
-            out.append(
-                Violation(
-                    "fair-share", ja.id, f"throughput {w:g} is below its fair share {required:g}"
-                )
-            )
-        total += w
-
-    for jid, n in seen.items():
-        if n > 1:
-            out.append(Violation("duplicate-job", jid, f"appears {n} times"))
-    for jid in jobs:
-        if jid not in seen:
-            out.append(Violation("missing-job", jid, "neither scheduled nor unscheduled"))
-
-    for name, (g, c, m) in used.items():
-        s = servers[name]
-        if g > s.gpus or c > s.cpus or m > s.mem_gb * (1 + REL_TOL) + ABS_TOL:
-            out.append(
-                Violation(
-                    "capacity",
-                    name,
-                    f"holds {g:g} GPUs, {c:g} cores, {m:g} GB; "
-                    f"capacity {s.gpus}, {s.cpus}, {s.mem_gb:g}",
-                )
-            )
-
-    if not math.isclose(total, alloc.total_throughput, rel_tol=1e-7, abs_tol=ABS_TOL):
-        out.append(
-            Violation(
-                "total",
-                "total_throughput",
-                f"reports {alloc.total_throughput:g}, jobs sum to {total:g}",
-            )
-        )
-    if fragmented != alloc.fragmented_jobs:
-        out.append(
-            Violation(
-                "fragmented",
-                "fragmented_jobs",
-                f"reports {alloc.fragmented_jobs}, counted {fragmented}",
-            )
-        )
-    if alloc.upper_bound is not None and total > alloc.upper_bound * (1 + 1e-7) + ABS_TOL:
-        out.append(
-            Violation(
-                "upper-bound",
-                "upper_bound",
-                f"total {total:g} exceeds the claimed bound {alloc.upper_bound:g}",
-            )
-        )
-    return out
+    """Every violation of the allocation rules (and, with ``fair_share``, of the floor (5))."""
+    f = facts(inst, alloc)
+    return [v for r in RULES if fair_share or not r.optional for v in r.find(f)]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from synergy_opt.check import check_allocation, fair_share_floor
+from synergy_opt.check import KINDS, RULES, check_allocation, fair_share_floor
 from synergy_opt.io import load_instance
 from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.types import Allocation, JobAllocation, PlacementPart
@@ -61,6 +61,16 @@ BREAKS: list[tuple[str, Callable[[Allocation], Allocation]]] = [
     ("upper-bound", lambda a: dataclasses.replace(a, upper_bound=2.0)),
     ("format", lambda a: dataclasses.replace(a, instance="other")),
 ]
+
+
+#: Kinds broken by their own tests below (they need another instance or the fair_share flag).
+BROKEN_ELSEWHERE = frozenset({"fair-share", "gpu-type"})
+
+
+def test_every_kind_is_broken_by_a_test() -> None:
+    """A rule added to RULES without a test breaking it fails here."""
+    assert len(set(KINDS)) == len(RULES)
+    assert {k for k, _ in BREAKS} | BROKEN_ELSEWHERE == set(KINDS)
 
 
 @pytest.mark.parametrize(("kind", "brk"), BREAKS, ids=[b[0] for b in BREAKS])
