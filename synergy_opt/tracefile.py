@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import csv
 import io as _io
-import math
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from synergy_opt.errors import InputError
+from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.io import read_text, write_text_atomic
+from synergy_opt.limits import (
+    ARRIVAL_S,
+    DURATION_S,
+    JOB_GPUS,
+    JOBS,
+    ROUNDS_PER_JOB,
+    SPLIT_PENALTY,
+    Limit,
+    horizon_rounds,
+)
 from synergy_opt.profiles import ProfileLibrary
+from synergy_opt.types import Cluster
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "arrival_s", "gpus", "model", "duration_s")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("category", "split_penalty", "gpu_types")
@@ -41,17 +51,20 @@ class TraceJob:
     split_penalty: float = 1.0
     gpu_types: tuple[str, ...] | None = None
     extra: tuple[tuple[str, str], ...] = ()
+    #: ``file: line N`` this job was read from (None for generated jobs); later checks
+    #: (GPU demand against the cluster, horizon) blame the line the user wrote.
+    source: str | None = field(default=None, compare=False)
+
+    def where(self, fallback: str = "trace") -> str:
+        """``file: line N`` of this job, or ``fallback: job ID`` for a generated one."""
+        return self.source if self.source is not None else f"{fallback}: job {self.id}"
 
 
-def _num(text: str, col: str, where: str, *, minimum: float, strict: bool = False) -> float:
+def _num(text: str, col: str, where: str, limit: Limit) -> float:
     try:
-        v = float(text)
-    except ValueError:
-        raise InputError(f"{where}: {col}: expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < minimum or (strict and v <= minimum):
-        op = ">" if strict else ">="
-        raise InputError(f"{where}: {col}: must be a finite number {op} {minimum:g}, got {text!r}")
-    return v
+        return float(limit.parse(text))
+    except ValidationError as e:
+        raise InputError(f"{where}: {col}: {e.problem}") from None
 
 
 def parse_row(row: dict[str, str], extra_cols: list[str], where: str) -> TraceJob:
@@ -59,34 +72,19 @@ def parse_row(row: dict[str, str], extra_cols: list[str], where: str) -> TraceJo
     jid = (row.get("id") or "").strip()
     if not jid:
         raise InputError(f"{where}: id: must not be empty")
-    gtext = (row.get("gpus") or "").strip()
-    try:
-        gf = float(gtext)
-        if not gf.is_integer():
-            raise ValueError
-        gpus = int(gf)
-    except ValueError:
-        raise InputError(f"{where}: gpus: expected an integer >= 1, got {gtext!r}") from None
-    if gpus < 1:
-        raise InputError(f"{where}: gpus: expected an integer >= 1, got {gtext!r}")
+    gpus = int(_num((row.get("gpus") or "").strip(), "gpus", where, JOB_GPUS))
     model = (row.get("model") or "").strip()
     if not model:
         raise InputError(f"{where}: model: must not be empty")
-    arrival = _num((row.get("arrival_s") or "").strip(), "arrival_s", where, minimum=0.0)
-    duration = _num(
-        (row.get("duration_s") or "").strip(), "duration_s", where, minimum=0.0, strict=True
-    )
+    arrival = _num((row.get("arrival_s") or "").strip(), "arrival_s", where, ARRIVAL_S)
+    duration = _num((row.get("duration_s") or "").strip(), "duration_s", where, DURATION_S)
     category = (row.get("category") or "").strip() or None
     ptext = (row.get("split_penalty") or "").strip()
-    penalty = 1.0
-    if ptext:
-        penalty = _num(ptext, "split_penalty", where, minimum=0.0, strict=True)
-        if penalty > 1:
-            raise InputError(f"{where}: split_penalty: must be in (0, 1], got {ptext!r}")
+    penalty = _num(ptext, "split_penalty", where, SPLIT_PENALTY) if ptext else 1.0
     ttext = (row.get("gpu_types") or "").strip()
     gpu_types = tuple(t.strip() for t in ttext.split(";") if t.strip()) or None
     extra = tuple((c, row.get(c) or "") for c in extra_cols)
-    return TraceJob(jid, arrival, gpus, model, duration, category, penalty, gpu_types, extra)
+    return TraceJob(jid, arrival, gpus, model, duration, category, penalty, gpu_types, extra, where)
 
 
 def read_trace(
@@ -119,6 +117,8 @@ def read_trace(
             if not row_values or all(not v.strip() for v in row_values):
                 continue
             where = f"{p}: line {line}"
+            if len(jobs) >= JOBS.high:
+                raise InputError(f"{where}: more than {JOBS.high:_} jobs (limit {JOBS.name})")
             if len(row_values) != len(header):
                 raise InputError(f"{where}: has {len(row_values)} fields, header has {len(header)}")
             job = parse_row(dict(zip(header, row_values, strict=True)), extra_cols, where)
@@ -135,6 +135,76 @@ def read_trace(
         raise InputError(f"{p}: no jobs in trace")
     order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival_s, k))
     return tuple(jobs[k] for k in order)
+
+
+def check_trace(
+    jobs: Sequence[TraceJob],
+    cluster: Cluster,
+    profiles: ProfileLibrary,
+    *,
+    time_scale: float = 1.0,
+    round_s: float = 300.0,
+    max_jobs: int | None = None,
+    cluster_source: str = "cluster",
+    share_source: str | None = None,
+    horizon_source: str | None = None,
+) -> None:
+    """Refuse, before simulating, a trace that cannot run on ``cluster``; blame who is wrong.
+
+    A job that wants more GPUs (or GPU types) than the cluster has, or names an unknown
+    model, is blamed on its trace line and column.  A GPU-proportional share below every
+    profiled point of a model (servers with no cores or memory) is blamed on the cluster
+    (``share_source``, by default ``cluster_source``).
+    A job whose scaled duration needs more than ``ROUNDS_PER_JOB`` rounds is refused so a
+    simulation's horizon stays bounded (docs/limits.md); it is blamed on
+    ``horizon_source`` (e.g. the time-scale option) when given, else on the job's line.
+    Checks the first ``max_jobs`` jobs, in the order given (arrival order, as the
+    simulator keeps them).
+    """
+    kept = jobs[:max_jobs] if max_jobs is not None else jobs
+    g_total = cluster.total_gpus
+    seen: set[tuple[str, int]] = set()
+    for j in kept:
+        if j.gpus > g_total:
+            raise InputError(
+                f"{j.where()}: gpus: wants {j.gpus} GPUs, the cluster ({cluster_source}) has "
+                f"{g_total}"
+            )
+        if j.gpu_types is not None:
+            usable = sum(s.gpus for s in cluster.servers if s.gpu_type in j.gpu_types)
+            if j.gpus > usable:
+                raise InputError(
+                    f"{j.where()}: gpu_types: the cluster ({cluster_source}) has {usable} GPUs "
+                    f"of types {';'.join(j.gpu_types)}, the job wants {j.gpus}"
+                )
+        if (j.model, j.gpus) in seen:
+            continue
+        seen.add((j.model, j.gpus))
+        if j.model not in profiles:
+            known = ", ".join(profiles.names())
+            raise InputError(f"{j.where()}: model: unknown model {j.model!r}; known: {known}")
+        w = profiles.get(j.model).matrix(j.gpus)
+        cpus, mem = cluster.fair_share(j.gpus)
+        if w.lookup(cpus, mem) <= 0:
+            raise InputError(
+                f"{share_source or cluster_source}: a {j.gpus}-GPU job's GPU-proportional "
+                f"share is {cpus} "
+                f"cores and {mem:g} GB, below model {j.model}'s smallest profiled point "
+                f"({w.cpus[0]} cores, {w.mem_gb[0]:g} GB; {j.where()}): the servers need "
+                "more cores or memory"
+            )
+    if kept:
+        longest = max(kept, key=lambda j: j.duration_s)
+        rounds = horizon_rounds(longest.duration_s, time_scale, round_s)
+        if not ROUNDS_PER_JOB.contains(rounds):
+            head = horizon_source or f"{longest.where()}: duration_s"
+            job = f" ({longest.where()})" if horizon_source else ""
+            raise InputError(
+                f"{head}: a job of {longest.duration_s:g} s{job} x time scale {time_scale:g} "
+                f"needs {rounds:.3g} rounds of {round_s:g} s, more than "
+                f"{ROUNDS_PER_JOB.high:,.0f} (limit {ROUNDS_PER_JOB.name}, docs/limits.md): "
+                "raise the round length or lower the time scale"
+            )
 
 
 def _fmt(x: float) -> str:

@@ -11,64 +11,109 @@ value fails before any cell runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from synergy_opt.errors import InputError
 from synergy_opt.io import dumps, load_cluster
-from synergy_opt.mechanisms import (
-    MechanismOptions,
-    is_mechanism,
-    make_mechanism,
-    mechanism_names,
-)
-from synergy_opt.policies import policy_names
-from synergy_opt.profiles import ProfileLibrary, load_profiles
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimulationError, simulate
 from synergy_opt.sim.metrics import jobs_csv, summarize
 from synergy_opt.sim.workload import (
-    ASSIGNMENTS,
-    DURATIONS,
-    WORKLOADS,
+    DURATION_CLASSES,
+    MULTI_GPU_SIZES,
     WorkloadSpec,
     generate_workload,
+    philly_runtimes_s,
 )
-from synergy_opt.sweep.spec import Cell, SpecError
-from synergy_opt.tracefile import TraceJob, read_trace
+from synergy_opt.sweep.spec import Cell, SpecError, SweepSpec
+from synergy_opt.tracefile import TraceJob, check_trace, read_trace
 from synergy_opt.types import Cluster
-
-SOLVERS: tuple[str, ...] = ("highs", "ortools")
 
 #: The files a finished cell folder holds (besides ``cell.json``, written by the runner).
 CELL_FILES: tuple[str, ...] = ("summary.json", "jobs.csv")
 
-
-def _choice(cell: Cell, name: str, known: tuple[str, ...] | list[str]) -> str:
-    v = cell.get(name)
-    if v not in known:
-        raise SpecError(f"{cell.key}: {name}: unknown value {v!r}; known: {', '.join(known)}")
-    return str(v)
+#: Names where a problem with an option is reported: ``blame("window")`` gives
+#: ``spec.toml: axes.window[1]`` up front, ``<cell key>: window`` inside a running cell.
+Blame = Callable[[str], str]
 
 
-def _cluster(cell: Cell) -> Cluster:
+def cell_blame(cell: Cell) -> Blame:
+    """Blame options by the cell's folder name (a cell run on its own)."""
+    return lambda name: f"{cell.key}: {name}"
+
+
+def _blamed(blame: Blame, e: ValueError) -> SpecError:
+    """A ``"name: problem"`` ValueError from a config type, re-addressed by ``blame``."""
+    name, sep, problem = str(e).partition(": ")
+    name = {"round_s": "round_seconds", "kind": "workload"}.get(name, name)
+    name = "arrival_rate" if name == "arrival_rate_per_h" else name
+    return SpecError(f"{blame(name)}: {problem}" if sep else f"{blame('options')}: {e}")
+
+
+@dataclass
+class _Inputs:
+    """Files read while checking or running cells, each read once per process."""
+
+    clusters: dict[str, Cluster] = field(default_factory=dict)
+    profiles: dict[str | None, ProfileLibrary] = field(default_factory=dict)
+    traces: dict[tuple[str, str | None], tuple[TraceJob, ...]] = field(default_factory=dict)
+
+    def cluster(self, path: str, blame: Blame) -> Cluster:
+        if path not in self.clusters:
+            try:
+                self.clusters[path] = load_cluster(path)
+            except InputError as e:
+                raise SpecError(f"{blame('cluster')}: {e}") from None
+        return self.clusters[path]
+
+    def library(self, path: str | None, blame: Blame) -> ProfileLibrary:
+        if path not in self.profiles:
+            try:
+                self.profiles[path] = load_profiles(path)
+            except InputError as e:
+                raise SpecError(f"{blame('profiles')}: {e}") from None
+        return self.profiles[path]
+
+    def trace(self, path: str, profiles_path: str | None, blame: Blame) -> tuple[TraceJob, ...]:
+        key = (path, profiles_path)
+        if key not in self.traces:
+            lib = self.library(profiles_path, blame)
+            try:
+                self.traces[key] = read_trace(path, lib)
+            except InputError as e:
+                raise SpecError(f"{blame('trace')}: {e}") from None
+        return self.traces[key]
+
+
+def _cluster(cell: Cell, blame: Blame, inputs: _Inputs) -> tuple[Cluster, str, str]:
+    """The cell's cluster, the name to blame for its size and for its cores per GPU."""
     if cell.get("cluster") is not None:
-        return load_cluster(cell.get("cluster"))
-    gpus = cell.get("gpus_per_server")
+        path = cell.get("cluster")
+        where = f"{blame('cluster')}: {path}"
+        return inputs.cluster(path, blame), where, where
+    servers, gpus = cell.get("servers"), cell.get("gpus_per_server")
     ratio = cell.get("cpus_per_gpu")
     cpus = cell.get("cpus_per_server") if ratio is None else round(ratio * gpus)
+    shape = blame("cpus_per_server" if ratio is None else "cpus_per_gpu")
     if cpus < 1:
-        raise SpecError(f"{cell.key}: cpus_per_gpu: gives {cpus} cores per server")
-    return paper_cluster(cell.get("servers"), gpus, cpus, cell.get("mem_per_server_gb"))
+        raise SpecError(f"{shape}: gives {cpus} cores per server")
+    size = f"{blame('servers')}: {servers} servers x {gpus} GPUs"
+    return paper_cluster(servers, gpus, cpus, cell.get("mem_per_server_gb")), size, shape
 
 
-def sim_config(cell: Cell) -> SimConfig:
+def sim_config(cell: Cell, blame: Blame | None = None, inputs: _Inputs | None = None) -> SimConfig:
     """The engine configuration of ``cell`` (SpecError on inconsistent options)."""
+    blame = blame or cell_blame(cell)
+    cluster, _, _ = _cluster(cell, blame, inputs or _Inputs())
     try:
         return SimConfig(
-            cluster=_cluster(cell),
+            cluster=cluster,
             round_s=cell.get("round_seconds"),
             window=cell.get("window"),
             stop_after_window=not cell.get("run_to_completion"),
@@ -78,14 +123,11 @@ def sim_config(cell: Cell) -> SimConfig:
             time_scale=cell.get("time_scale"),
         )
     except ValueError as e:
-        raise SpecError(f"{cell.key}: {e}") from None
+        raise _blamed(blame, e) from None
 
 
-def workload_spec(cell: Cell) -> WorkloadSpec:
+def workload_spec(cell: Cell, blame: Blame | None = None) -> WorkloadSpec:
     """The generated workload of ``cell`` (ignored when it replays a trace)."""
-    _choice(cell, "workload", WORKLOADS)
-    _choice(cell, "durations", DURATIONS)
-    _choice(cell, "assignment", ASSIGNMENTS)
     try:
         return WorkloadSpec(
             kind=cell.get("workload"),
@@ -96,32 +138,91 @@ def workload_spec(cell: Cell) -> WorkloadSpec:
             assignment=cell.get("assignment"),
         )
     except ValueError as e:
-        raise SpecError(f"{cell.key}: {e}") from None
+        raise _blamed(blame or cell_blame(cell), e) from None
 
 
-def _trace(cell: Cell, profiles: ProfileLibrary) -> tuple[TraceJob, ...]:
-    if cell.get("trace") is not None:
-        return read_trace(cell.get("trace"), profiles)
-    try:
-        return generate_workload(
-            workload_spec(cell), profiles, np.random.default_rng(cell.get("seed"))
+def _longest_generated_s(spec: WorkloadSpec) -> float:
+    """An upper bound on any generated job's duration (for the horizon check)."""
+    if spec.durations == "philly":
+        return float(philly_runtimes_s().max())
+    return 60.0 * 10.0 ** max(hi for _, _, hi in DURATION_CLASSES)
+
+
+def _representatives(
+    spec: WorkloadSpec, profiles: ProfileLibrary, where: str
+) -> tuple[TraceJob, ...]:
+    """One job per (model, GPU count) the generator can draw, at its longest duration."""
+    sizes = MULTI_GPU_SIZES if spec.kind == "multi-gpu" else (1,)
+    longest = _longest_generated_s(spec)
+    return tuple(
+        TraceJob(
+            f"{p.name}x{g}", 0.0, g, p.name, longest, source=f"{where}: a {g}-GPU {p.name} job"
         )
-    except ValueError as e:
-        raise SpecError(f"{cell.key}: split: {e}") from None
+        for c, share in zip(CATEGORIES, spec.split, strict=True)
+        if share > 0
+        for p in profiles.by_category(c)
+        for g in sizes
+    )
+
+
+def check_cell(cell: Cell, blame: Blame, inputs: _Inputs | None = None) -> None:
+    """Every check that needs no simulation, each problem addressed by ``blame``.
+
+    Option values and names were checked when the options were read; this checks what
+    only a whole cell knows: the cluster file loads, the trace file exists and fits the
+    cluster, the window fits the jobs, and the horizon is bounded (docs/limits.md).
+    """
+    inputs = inputs or _Inputs()
+    config = sim_config(cell, blame, inputs)
+    _, size, shape = _cluster(cell, blame, inputs)
+    profiles = inputs.library(cell.get("profiles"), blame)
+    if cell.get("trace") is None:
+        spec = workload_spec(cell, blame)
+        jobs = _representatives(spec, profiles, blame("workload"))
+        n = min(spec.jobs, config.max_jobs or spec.jobs)
+        short = f"{n} jobs"
+    else:
+        jobs = inputs.trace(cell.get("trace"), cell.get("profiles"), blame)
+        n = min(len(jobs), config.max_jobs or len(jobs))
+        short = f"{n} jobs in {cell.get('trace')}"
+    if config.window is not None and config.window[1] > n:
+        raise SpecError(f"{blame('window')}: ends at job {config.window[1]} but only {short}")
+    try:
+        check_trace(
+            jobs,
+            config.cluster,
+            profiles,
+            time_scale=config.time_scale,
+            round_s=config.round_s,
+            max_jobs=None if cell.get("trace") is None else config.max_jobs,
+            cluster_source=size,
+            share_source=shape,
+            horizon_source=blame(
+                "time_scale" if cell.get("time_scale") != 1.0 else "round_seconds"
+            ),
+        )
+    except InputError as e:
+        raise SpecError(str(e)) from None
 
 
 def validate_cell(cell: Cell) -> None:
-    """Every check that needs no simulation (SpecError or InputError naming the option)."""
-    _choice(cell, "policy", policy_names())
-    if not is_mechanism(str(cell.get("mechanism"))):
-        _choice(cell, "mechanism", mechanism_names())
-    _choice(cell, "solver", SOLVERS)
-    config = sim_config(cell)
-    if cell.get("trace") is None:
-        spec = workload_spec(cell)
-        n = min(spec.jobs, config.max_jobs or spec.jobs)
-        if config.window is not None and config.window[1] > n:
-            raise SpecError(f"{cell.key}: window: ends at job {config.window[1]} but only {n} jobs")
+    """:func:`check_cell` with problems named under the cell's folder name."""
+    check_cell(cell, cell_blame(cell))
+
+
+def validate_spec(spec: SweepSpec) -> None:
+    """Check every cell of ``spec`` before any runs, blaming the spec file and field.
+
+    A problem is reported once, as the user wrote it (``spec.toml: axes.window[1]: ...``),
+    not under a cell's folder name; each input file is read once.
+    """
+    inputs = _Inputs()
+    seen: set[Cell] = set()
+    for cell, origin in spec.cells_with_origins():
+        if cell in seen:
+            continue
+        seen.add(cell)
+        check_cell(cell, lambda name, o=origin: f"{spec.source}: {o(name)}", inputs)
 
 
 def simulate_cell(cell: Cell) -> dict[str, str]:
@@ -134,7 +235,15 @@ def simulate_cell(cell: Cell) -> dict[str, str]:
     """
     validate_cell(cell)
     profiles = load_profiles(cell.get("profiles"))
-    trace = _trace(cell, profiles)
+    if cell.get("trace") is not None:
+        trace = read_trace(cell.get("trace"), profiles)
+    else:
+        try:
+            trace = generate_workload(
+                workload_spec(cell), profiles, np.random.default_rng(cell.get("seed"))
+            )
+        except ValueError as e:  # the split names a category without a model profile
+            raise SpecError(f"{cell.key}: {e}") from None
     options = MechanismOptions(
         solver=cell.get("solver"), time_limit_s=cell.get("time_limit"), threads=cell.get("threads")
     )

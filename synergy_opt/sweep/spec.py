@@ -31,15 +31,33 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import os
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.errors import InputError
+from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.io import read_text
+from synergy_opt.limits import (
+    ARRIVAL_RATE,
+    CPUS_PER_GPU,
+    JOB_COUNT,
+    PREEMPTION_COST_S,
+    ROUND_SECONDS,
+    SEED,
+    SERVER_CPUS,
+    SERVER_GPUS,
+    SERVER_MEM_GB,
+    SERVERS,
+    SPLIT_PERCENT,
+    THREADS,
+    TIME_LIMIT_S,
+    TIME_SCALE,
+    Limit,
+)
+from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS
 
 Value = Any
 #: Canonical options of one cell: (name, value) pairs sorted by name, defaults left out.
@@ -53,26 +71,70 @@ class SpecError(InputError):
 # --------------------------------------------------------------------------- option types
 
 
-def _number(lo: float, strict: bool) -> Callable[[Value], float]:
+def _number(limit: Limit, lo: float | None = None) -> Callable[[Value], float]:
+    """A number within ``limit`` (and above ``lo``, exclusive, when given)."""
+
     def conv(v: Value) -> float:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ValueError(f"expected a number, got {v!r}")
-        if v < lo or (strict and v == lo):
-            raise ValueError(f"must be {'>' if strict else '>='} {lo:g}, got {v!r}")
-        return float(v)
+        try:
+            out = float(limit.check(v))
+        except ValidationError as e:
+            raise ValueError(e.problem) from None
+        if lo is not None and out <= lo:
+            raise ValueError(f"must be > {lo:g}, got {v!r}")
+        return out
 
     return conv
 
 
-def _integer(lo: int) -> Callable[[Value], int]:
+def _integer(limit: Limit, lo: int | None = None) -> Callable[[Value], int]:
+    """An integer within ``limit`` (and at least ``lo`` when given); TOML floats refused."""
+
     def conv(v: Value) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float):
             raise ValueError(f"expected an integer, got {v!r}")
-        if v < lo:
+        try:
+            out = int(limit.check(v))
+        except ValidationError as e:
+            raise ValueError(e.problem) from None
+        if lo is not None and out < lo:
             raise ValueError(f"must be >= {lo}, got {v!r}")
-        return int(v)
+        return out
 
     return conv
+
+
+def _choice(what: str, known: Callable[[], Sequence[str]]) -> Callable[[Value], str]:
+    """A name from a registry (mechanisms, policies, ...), checked when the spec is read."""
+
+    def conv(v: Value) -> str:
+        name = _string(v)
+        names = known()
+        if name not in names:
+            raise ValueError(f"unknown {what} {name!r}; known: {', '.join(names)}")
+        return name
+
+    return conv
+
+
+def _mechanism(v: Value) -> str:
+    from synergy_opt.mechanisms import is_mechanism, mechanism_names
+
+    name = _string(v)
+    if not is_mechanism(name):
+        raise ValueError(f"unknown mechanism {name!r}; known: {', '.join(mechanism_names())}")
+    return name
+
+
+def _policies() -> tuple[str, ...]:
+    from synergy_opt.policies import policy_names
+
+    return policy_names()
+
+
+def _solvers() -> tuple[str, ...]:
+    from synergy_opt.solve import BACKENDS
+
+    return BACKENDS
 
 
 def _string(v: Value) -> str:
@@ -98,7 +160,7 @@ def _split(v: Value) -> tuple[float, float, float]:
         parts = v
     else:
         raise ValueError(f"expected three percentages, got {v!r}")
-    vals = tuple(_number(0, False)(p) for p in parts)
+    vals = tuple(_number(SPLIT_PERCENT)(p) for p in parts)
     if len(vals) != 3 or sum(vals) <= 0:
         raise ValueError(f"expected three percentages >= 0 with a positive sum, got {v!r}")
     return vals  # type: ignore[return-value]
@@ -111,11 +173,11 @@ def _window(v: Value) -> tuple[int, int]:
         except ValueError:
             raise ValueError(f"expected FIRST:LAST, got {v!r}") from None
     elif isinstance(v, list | tuple) and len(v) == 2:
-        a, b = (_integer(0)(t) for t in v)
+        a, b = (_integer(JOB_COUNT)(t) for t in v)
     else:
         raise ValueError(f'expected "FIRST:LAST" or [FIRST, LAST], got {v!r}')
-    if a < 0 or b <= a:
-        raise ValueError(f"expected 0 <= FIRST < LAST, got {v!r}")
+    if a < 0 or b <= a or b > JOB_COUNT.high:
+        raise ValueError(f"expected 0 <= FIRST < LAST <= {JOB_COUNT.high:_}, got {v!r}")
     return a, b
 
 
@@ -131,33 +193,35 @@ class OptionType:
 #: Every option a cell may set: ``synergy-opt simulate``'s options (argparse names with
 #: underscores) plus ``cpus_per_gpu``.  Paths are resolved against the spec's folder.
 OPTIONS: Mapping[str, OptionType] = {
-    "policy": OptionType(_string, "fifo", "scheduling policy"),
-    "mechanism": OptionType(_string, "tune", "round mechanism"),
-    "servers": OptionType(_integer(1), 16, "servers in the cluster"),
-    "gpus_per_server": OptionType(_integer(1), 8, "GPUs per server"),
-    "cpus_per_server": OptionType(_integer(1), 24, "cores per server"),
-    "cpus_per_gpu": OptionType(_number(0, True), None, "cores per GPU (sets cpus_per_server)"),
-    "mem_per_server_gb": OptionType(_number(0, True), 500.0, "memory per server"),
+    "policy": OptionType(_choice("policy", _policies), "fifo", "scheduling policy"),
+    "mechanism": OptionType(_mechanism, "tune", "round mechanism"),
+    "servers": OptionType(_integer(SERVERS), 16, "servers in the cluster"),
+    "gpus_per_server": OptionType(_integer(SERVER_GPUS, 1), 8, "GPUs per server"),
+    "cpus_per_server": OptionType(_integer(SERVER_CPUS, 1), 24, "cores per server"),
+    "cpus_per_gpu": OptionType(_number(CPUS_PER_GPU), None, "cores per GPU (sets cpus_per_server)"),
+    "mem_per_server_gb": OptionType(_number(SERVER_MEM_GB, 0), 500.0, "memory per server"),
     "cluster": OptionType(_string, None, "a cluster JSON file instead of the options above"),
     "trace": OptionType(_string, None, "a trace CSV instead of a generated workload"),
-    "workload": OptionType(_string, "single-gpu", "single-gpu or multi-gpu"),
-    "jobs": OptionType(_integer(1), 1000, "jobs to generate"),
-    "arrival_rate": OptionType(_number(0, False), 9.0, "jobs per hour (0 = all at once)"),
+    "workload": OptionType(_choice("workload", lambda: WORKLOADS), "single-gpu", "workload"),
+    "jobs": OptionType(_integer(JOB_COUNT, 1), 1000, "jobs to generate"),
+    "arrival_rate": OptionType(_number(ARRIVAL_RATE), 9.0, "jobs per hour (0 = all at once)"),
     "split": OptionType(_split, (20.0, 70.0, 10.0), "image/language/speech percentages"),
-    "durations": OptionType(_string, "synthetic", "synthetic or philly"),
-    "assignment": OptionType(_string, "balanced", "balanced or iid"),
+    "durations": OptionType(_choice("durations", lambda: DURATIONS), "synthetic", "durations"),
+    "assignment": OptionType(
+        _choice("assignment", lambda: ASSIGNMENTS), "balanced", "model assignment"
+    ),
     "profiles": OptionType(_string, None, "model profiles JSON"),
-    "max_jobs": OptionType(_integer(1), None, "keep the first N arrivals"),
-    "time_scale": OptionType(_number(0, True), 1.0, "scale of arrivals and durations"),
-    "seed": OptionType(_integer(0), 0, "workload seed"),
+    "max_jobs": OptionType(_integer(JOB_COUNT, 1), None, "keep the first N arrivals"),
+    "time_scale": OptionType(_number(TIME_SCALE), 1.0, "scale of arrivals and durations"),
+    "seed": OptionType(_integer(SEED), 0, "workload seed"),
     "window": OptionType(_window, None, "measured jobs FIRST:LAST"),
-    "round_seconds": OptionType(_number(0, True), 300.0, "round length"),
-    "preemption_cost_s": OptionType(_number(0, False), 0.0, "seconds lost per (re)start"),
+    "round_seconds": OptionType(_number(ROUND_SECONDS), 300.0, "round length"),
+    "preemption_cost_s": OptionType(_number(PREEMPTION_COST_S), 0.0, "seconds lost per (re)start"),
     "run_to_completion": OptionType(_flag, False, "run every job to the end"),
     "check_rounds": OptionType(_flag, False, "check every round (debug)"),
-    "solver": OptionType(_string, "highs", "LP/MIP back-end"),
-    "time_limit": OptionType(_number(0, True), None, "per-round solver time limit"),
-    "threads": OptionType(_integer(1), None, "solver threads"),
+    "solver": OptionType(_choice("solver", _solvers), "highs", "LP/MIP back-end"),
+    "time_limit": OptionType(_number(TIME_LIMIT_S), None, "per-round solver time limit"),
+    "threads": OptionType(_integer(THREADS), None, "solver threads"),
 }
 _PATH_OPTIONS = frozenset({"cluster", "trace", "profiles"})
 #: Options that make the folder slug readable, in this order (when a cell sets them).
@@ -262,27 +326,53 @@ def make_cell(options: Mapping[str, Value], where: str = "cell") -> Cell:
 
 @dataclass(frozen=True, slots=True)
 class SweepSpec:
-    """A named cross product: fixed options and the values of each axis, in file order."""
+    """A named cross product: fixed options and the values of each axis, in file order.
+
+    ``source`` (the spec file) and ``written`` (each option's name as the file spells it,
+    e.g. ``arrival-rate``) let checks blame ``spec.toml: axes.arrival-rate[2]``.
+    """
 
     name: str
     base: Options
     axes: tuple[tuple[str, tuple[Value, ...]], ...]
+    source: str = "spec"
+    written: tuple[tuple[str, str], ...] = ()
 
     def cells(self) -> tuple[Cell, ...]:
         """Every combination of axis values, in the spec's order (last axis fastest)."""
-        names = [n for n, _ in self.axes]
         out: list[Cell] = []
         seen: set[Cell] = set()
-        for combo in itertools.product(*(vals for _, vals in self.axes)):
-            opts = dict(self.base)
-            opts.update(zip(names, combo, strict=True))
-            if opts.get("cpus_per_gpu") is not None and "cpus_per_server" in opts:
-                raise SpecError(f"{self.name}: cpus_per_gpu and cpus_per_server both set")
-            cell = Cell(canonical(opts))
+        for cell, _ in self.cells_with_origins():
             if cell not in seen:  # an axis value equal to the base value repeats a cell
                 seen.add(cell)
                 out.append(cell)
         return tuple(out)
+
+    def cells_with_origins(self) -> Iterator[tuple[Cell, Callable[[str], str]]]:
+        """Each combination with a function naming where the spec set an option.
+
+        ``origin("window")`` is ``axes.window[1]`` for an axis value, ``base.window`` for a
+        fixed one, and ``window (default)`` for an option the spec leaves out.
+        """
+        names = [n for n, _ in self.axes]
+        spelled = dict(self.written)
+        base_names = {n for n, _ in self.base}
+        for combo in itertools.product(*(range(len(vals)) for _, vals in self.axes)):
+            opts = dict(self.base)
+            opts.update(
+                (n, self.axes[k][1][i]) for k, (n, i) in enumerate(zip(names, combo, strict=True))
+            )
+            if opts.get("cpus_per_gpu") is not None and "cpus_per_server" in opts:
+                raise SpecError(f"{self.source}: cpus_per_gpu and cpus_per_server both set")
+            at = dict(zip(names, combo, strict=True))
+
+            def origin(name: str, at: dict[str, int] = at) -> str:
+                shown = spelled.get(name, name)
+                if name in at:
+                    return f"axes.{shown}[{at[name]}]"
+                return f"base.{shown}" if name in base_names else f"{name} (default)"
+
+            yield Cell(canonical(opts)), origin
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -334,12 +424,15 @@ def spec_from_dict(
     if not isinstance(axes_raw, Mapping) or not axes_raw:
         raise SpecError(f"{source}: axes: expected a table with at least one option list")
     base: dict[str, Value] = {}
+    written: dict[str, str] = {}
     for raw, v in base_raw.items():
         n = _norm_name(raw, f"{source}: base")
+        written[n] = raw
         base[n] = _convert(n, v, f"{source}: base.{raw}", base_dir)
     axes: list[tuple[str, tuple[Value, ...]]] = []
     for raw, vals in axes_raw.items():
         n = _norm_name(raw, f"{source}: axes")
+        written[n] = raw
         if n in base:
             raise SpecError(f"{source}: axes.{raw}: also set in [base]; set it in one place")
         if not isinstance(vals, list) or not vals:
@@ -353,19 +446,31 @@ def spec_from_dict(
     names = set(base) | {n for n, _ in axes}
     if {"cpus_per_gpu", "cpus_per_server"} <= names:
         raise SpecError(f"{source}: cpus_per_gpu: give cpus_per_gpu or cpus_per_server, not both")
-    return SweepSpec(name, tuple(sorted(base.items())), tuple(axes))
+    return SweepSpec(name, tuple(sorted(base.items())), tuple(axes), source, tuple(written.items()))
 
 
-def load_spec(path: str | os.PathLike[str]) -> SweepSpec:
-    """Read a TOML sweep spec (SpecError naming the file and field on bad input)."""
+def load_spec(path: str | os.PathLike[str], *, validate: bool = True) -> SweepSpec:
+    """Read a TOML sweep spec (SpecError naming the file and field on bad input).
+
+    With ``validate`` every cell is checked before anything runs (input files exist and
+    fit, windows fit the jobs, horizons are bounded), each problem named as the spec
+    file and the field the user wrote.
+    """
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise SpecError(f"{p}: no such file") from None
+        text = read_text(p, "a TOML sweep spec")
+    except InputError as e:
+        raise SpecError(str(e)) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{p}: not valid TOML: {e}") from None
-    except OSError as e:
-        raise SpecError(f"{p}: cannot read: {e.strerror}") from None
-    return spec_from_dict(data, str(p), p.parent)
+    except RecursionError:
+        raise SpecError(f"{p}: not valid TOML: nested too deeply") from None
+    spec = spec_from_dict(data, str(p), p.parent)
+    if validate:
+        # Imported here: cell.py builds on this module (cells, options, SpecError).
+        from synergy_opt.sweep.cell import validate_spec
+
+        validate_spec(spec)
+    return spec
