@@ -24,7 +24,7 @@ from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
-from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server
+from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server, build_allocation
 from tests.conftest import INSTANCES, all_instances, tiny_instances
 from tests.strategies import round_instances
 
@@ -115,34 +115,33 @@ def test_single_gpu_homogeneous_within_3_percent(servers: int) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("route", ["_lp_plan", "_class_mip_plan", "balanced", "tune"])
+@pytest.mark.parametrize("route", list(opt_mod.ROUTES))
 @pytest.mark.parametrize("name", ["multi-gpu-128gpu", "mem-scarce-32gpu"])
 def test_each_rounding_route_is_valid(name: str, route: str, backend: str) -> None:
-    """Every GPU-assignment route, re-optimised per server, gives a checked allocation."""
+    """Every registered route, deployed or re-optimised per server, gives a checked allocation."""
     inst = load_instance(INSTANCES / f"{name}.json")
-    mech = opt_mod.Opt(MechanismOptions(solver=backend))
-    run_ = select_runnable(inst)
-    k = opt_mod.build_super_machine_fast(inst, run_)
-    res = opt_mod.solve_matrix(k.matrix, backend)
-    tune = run("tune", inst)
-    plan_of = {
-        "_lp_plan": mech._lp_plan,
-        "_class_mip_plan": mech._class_mip_plan,
-        "balanced": opt_mod._balanced_plan,
-        "tune": opt_mod._tune_plan,
-    }[route]
+    ctx = opt_mod.Opt(MechanismOptions(solver=backend)).context(inst)
+    assert ctx is not None
     try:
-        plan = plan_of(inst, k.classes, k.picks(res.x), opt_mod._Clock(None), tune)
+        plan = opt_mod.ROUTES[route].plan(ctx)
     except opt_mod.RoundingError as e:
-        assert route == "_class_mip_plan" and "skipped" in str(e)  # too big for that route
+        assert route == "server-class-mip" and "skipped" in str(e)  # too big for that route
         return
-    assert sorted(plan) == sorted(j.id for j in run_)
-    placements = mech._configure(inst, plan, opt_mod._Clock(None))
-    alloc = opt_mod.build_allocation(inst, "opt", placements)
+    if route != "tune":
+        assert sorted(plan) == sorted(j.id for j in ctx.runnable)
+    assert sum(1 for p in plan.values() if len(p) > 1) <= ctx.max_fragmented
+    if not opt_mod.ROUTES[route].spreads:
+        assert all(len(p) == 1 or ctx.must_spread(jobs_by_id(inst)[j]) for j, p in plan.items())
+    placements = opt_mod.Opt.deploy_plan(ctx, plan)
+    alloc = build_allocation(inst, "opt", placements)
     assert check_allocation(inst, alloc, fair_share=True) == []
-    assert alloc.total_throughput <= (res.objective or 0.0) + ABS_TOL
+    assert alloc.total_throughput <= ctx.optimum + ABS_TOL
     if route == "tune":  # TUNE's points stay feasible per server: never below TUNE
-        assert alloc.total_throughput >= tune.total_throughput - ABS_TOL
+        assert alloc.total_throughput >= ctx.tune.total_throughput - ABS_TOL
+
+
+def jobs_by_id(inst: RoundInstance) -> dict[str, Job]:
+    return {j.id: j for j in inst.jobs}
 
 
 def test_thread_count_can_change_between_rounds() -> None:
@@ -173,7 +172,8 @@ def test_time_limit_fallback_to_tune(monkeypatch: pytest.MonkeyPatch, caplog: An
         seen.append(kw.get("time_limit"))
         return SolveResult(TerminationStatus.TIME_LIMIT, None, 99.0, None, 0.5, backend)
 
-    monkeypatch.setattr(opt_mod, "solve_matrix", timed_out)
+    monkeypatch.setattr(opt_mod.mechanism, "solve_matrix", timed_out)
+    monkeypatch.setattr(opt_mod.context, "solve_matrix", timed_out)
     inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
     with caplog.at_level(logging.WARNING, logger="synergy_opt.mechanisms.opt"):
         alloc = run("opt", inst, time_limit_s=0.5)
@@ -192,7 +192,7 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: Any, **__: Any) -> Any:
         raise opt_mod.RoundingError("no whole-GPU placement for job x")
 
-    monkeypatch.setattr(opt_mod.Opt, "_configure", fail)
+    monkeypatch.setattr(opt_mod.Opt, "deploy_plan", fail)
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     alloc = run("opt", inst)
     assert alloc.notes and "no whole-GPU placement" in alloc.notes[0]

@@ -37,7 +37,9 @@ class MatrixModel:
     """A linear (mixed-integer) program in column-wise sparse form, solver-neutral.
 
     ``row_lower <= A x <= row_upper``, ``col_lower <= x <= col_upper``, ``integer[i]`` marks
-    integer columns; ``maximize`` says the direction of ``cost @ x``.
+    integer columns; ``maximize`` says the direction of ``cost @ x``.  ``row_names`` carry
+    the equation each row states (``eq2[pool]``, ``pl3[s0]``), so infeasibility reports and
+    duals trace back to the Markdown statement of the model.
     """
 
     cost: np.ndarray
@@ -51,6 +53,11 @@ class MatrixModel:
     a_value: np.ndarray
     maximize: bool = True
     name: str = "model"
+    row_names: tuple[str, ...] = ()
+
+    def row_name(self, row: int) -> str:
+        """The equation name of ``row`` (``row[i]`` when the builder gave none)."""
+        return self.row_names[row] if row < len(self.row_names) else f"row[{row}]"
 
     @property
     def num_cols(self) -> int:
@@ -81,6 +88,7 @@ class MatrixModel:
             self.a_value,
             self.maximize,
             self.name + "_lp",
+            self.row_names,
         )
 
     def rows(self) -> list[list[tuple[int, float]]]:
@@ -102,6 +110,39 @@ def _csc(columns: list[list[tuple[int, float]]]) -> tuple[np.ndarray, np.ndarray
             val.append(v)
         start[i + 1] = len(idx)
     return start, np.asarray(idx, dtype=np.int32), np.asarray(val, dtype=np.float64)
+
+
+def matrix_model(
+    cols: list[list[tuple[int, float]]],
+    cost: Sequence[float],
+    upper: Sequence[float],
+    integer: Sequence[bool],
+    row_lower: Sequence[float],
+    row_upper: Sequence[float],
+    row_names: Sequence[str],
+    *,
+    maximize: bool,
+    name: str,
+) -> MatrixModel:
+    """A :class:`MatrixModel` from column lists [(row, coefficient), ...], lower bounds 0."""
+    if not len(row_names) == len(row_lower) == len(row_upper):
+        raise ValueError("one name, lower and upper bound per row")
+    start, idx, val = _csc(cols)
+    n = len(cost)
+    return MatrixModel(
+        cost=np.asarray(cost, dtype=np.float64),
+        col_lower=np.zeros(n),
+        col_upper=np.asarray(upper, dtype=np.float64),
+        integer=np.asarray(integer, dtype=bool).reshape(n),
+        row_lower=np.asarray(row_lower, dtype=np.float64),
+        row_upper=np.asarray(row_upper, dtype=np.float64),
+        a_start=start,
+        a_index=idx,
+        a_value=val,
+        maximize=maximize,
+        name=name,
+        row_names=tuple(row_names),
+    )
 
 
 # --------------------------------------------------------------------------- configurations
@@ -225,6 +266,9 @@ def build_knapsack(
     counts = np.array([float(cl.count) for cl in classes])
     cap = np.array([v for cm in capacity for v in cm], dtype=np.float64)
     n = len(cost)
+    names = [f"eq4[{cl.members[0].id}]" for cl in classes]
+    for g in range(len(capacity)):
+        names += [f"eq2[{g}]", f"eq3[{g}]"]
     mm = MatrixModel(
         cost=np.asarray(cost, dtype=np.float64),
         col_lower=np.zeros(n),
@@ -237,6 +281,7 @@ def build_knapsack(
         a_value=val,
         maximize=True,
         name=name,
+        row_names=tuple(names),
     )
     return KnapsackModel(mm, tuple(classes), tuple(colmap))
 
@@ -296,7 +341,15 @@ def build_placement_fast(inst: RoundInstance, demands: Sequence[DemandClass]) ->
             colmap.append((d, s))
     counts = [float(len(dc.jobs)) for dc in demands]
     mm = _count_capacity_model(
-        inst, cols, cost, upper, counts, integer=False, maximize=False, name="placement_fast"
+        inst,
+        cols,
+        cost,
+        upper,
+        counts,
+        integer=False,
+        maximize=False,
+        name="placement_fast",
+        names=("pl1", "pl2", "pl3", "pl4"),
     )
     return PlacementModel(mm, tuple(demands), tuple(colmap))
 
@@ -311,9 +364,12 @@ def _count_capacity_model(
     integer: bool,
     maximize: bool,
     name: str,
+    names: tuple[str, str, str, str] = ("eq4", "ext_gpu", "eq2", "eq3"),
 ) -> MatrixModel:
     """Rows: one equality per count (jobs of a class or demand), then <= (GPUs, cores,
-    memory) per server; the shape shared by the placement LP and the server-class MIP."""
+    memory) per server; the shape shared by the placement LP and the server-class MIP.
+
+    ``names`` are the equation names of the count row and the three server rows."""
     start, idx, val = _csc(cols)
     cnt = np.asarray(counts, dtype=np.float64)
     cap = np.array(
@@ -333,6 +389,10 @@ def _count_capacity_model(
         a_value=val,
         maximize=maximize,
         name=name,
+        row_names=(
+            *(f"{names[0]}[{k}]" for k in range(len(counts))),
+            *(f"{n}[{srv.name}]" for srv in inst.cluster.servers for n in names[1:]),
+        ),
     )
 
 

@@ -15,7 +15,7 @@ from synergy_opt.mechanisms.packing import ClusterState, DemandTable, place_job
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
-@register("greedy")
+@register("greedy", doc="highest throughput per GPU first; may idle GPUs")
 class Greedy:
     """First fit at each job's best demand, skipping what does not fit."""
 

@@ -33,7 +33,7 @@ EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
 EXACT_MAX_PAIRS: int = 5000
 
 
-@register("opt-exact")
+@register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
 class OptExact:
     """The joint MIP (configuration + integral placement) for a few servers; never below TUNE."""
 

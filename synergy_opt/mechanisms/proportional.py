@@ -18,7 +18,7 @@ from synergy_opt.mechanisms.packing import (
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
-@register("proportional")
+@register("proportional", keeps_fair_share=True, doc="GPU-proportional cores and memory")
 class Proportional:
     """GPU-proportional allocation with best-fit consolidated placement."""
 

@@ -29,7 +29,7 @@ from synergy_opt.types import (
 )
 
 
-@register("tetris")
+@register("tetris", doc="multi-resource packing by alignment score")
 class Tetris:
     """Alignment-score packing of best demands, GPU-proportional fallback."""
 

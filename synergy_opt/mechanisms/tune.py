@@ -86,7 +86,7 @@ def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
     return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
 
 
-@register("tune")
+@register("tune", keeps_fair_share=True, doc="the paper simulator's TUNE")
 class Tune:
     """Synergy-TUNE as the paper's simulator runs it: largest GPU demand first.
 
@@ -271,7 +271,7 @@ class Tune:
         return parts
 
 
-@register("tune-sorted")
+@register("tune-sorted", keeps_fair_share=True, doc="the paper text's TUNE sort")
 class TuneSorted(Tune):
     """TUNE as the paper's text describes it: runnable jobs sorted by GPU, CPU, memory demand.
 

@@ -1,0 +1,45 @@
+"""Synergy-OPT made deployable (``opt``); the exact model ``opt-exact`` is in :mod:`..opt_exact`.
+
+``opt`` runs, on TUNE's runnable set (the paper's OPT, section 4, made to deploy):
+
+1. the super-machine (1)-(5) on the fast path (:mod:`synergy_opt.formulations.fast`) -> a
+   grid point per job and the proven optimum, reported as ``upper_bound`` (the solver's
+   dual bound, claimed only when the whole runnable set is scheduled);
+2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn
+   it into whole GPUs per server: consolidating routes first (a least-loaded packing, the
+   server-class MIP on small rounds), then the paper's placement-LP vertex, whose at most
+   3s split jobs keep their span, then TUNE's own placement;
+3. each plan is deployed at the super-machine points when a max-flow fits their cores and
+   memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
+   GPUs), else re-optimised per server with spread jobs drawing from their span
+   (:mod:`.configure`).
+
+Throughput comes first, then fewer fragmented jobs: the first plan that reaches the
+super-machine optimum ends the search, and routes that spread come after those that do not.
+No plan spreads more than ``min(3s, --max-fragmented)`` jobs.  The best candidate is checked
+by the independent checker and compared with TUNE; the better one is returned and every
+fallback is said in ``notes`` and logged, so OPT is never below TUNE.
+"""
+
+from synergy_opt.mechanisms.opt import configure, context, mechanism, routes, transport
+from synergy_opt.mechanisms.opt.context import Clock, GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.mechanism import Opt, _better_of, _bound_for, _tune_fallback
+from synergy_opt.mechanisms.opt.routes import ROUTES, Route
+
+__all__ = [
+    "ROUTES",
+    "Clock",
+    "GpuPlan",
+    "Opt",
+    "Route",
+    "RoundContext",
+    "RoundingError",
+    "_better_of",
+    "_bound_for",
+    "_tune_fallback",
+    "configure",
+    "context",
+    "mechanism",
+    "routes",
+    "transport",
+]

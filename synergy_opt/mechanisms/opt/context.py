@@ -1,0 +1,91 @@
+"""The frozen round context every OPT rounding route reads, and the plan type they return.
+
+One object instead of padded signatures: a route needs some of the round, TUNE's answer, the
+super-machine's classes and points, the fragmentation cap and the solver options; it takes
+what it needs from here and returns a :data:`GpuPlan`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from synergy_opt.formulations.fast import DemandClass, JobClass, MatrixModel
+from synergy_opt.mechanisms.base import MechanismOptions
+from synergy_opt.mechanisms.packing import max_single_server_gpus
+from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
+from synergy_opt.types import Allocation, Job, RoundInstance
+
+Point = tuple[int, float, float]  # (cpus, mem_gb, throughput)
+#: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
+GpuPlan = Mapping[str, tuple[tuple[int, int], ...]]
+
+
+class RoundingError(RuntimeError):
+    """A route could not turn the fractional solution into whole GPUs for every job."""
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Start time and optional overall limit of one ``allocate`` call."""
+
+    start: float
+    limit: float | None
+
+    @classmethod
+    def started(cls, limit: float | None) -> Clock:
+        """A clock starting now."""
+        return cls(time.perf_counter(), limit)
+
+    def left(self) -> float | None:
+        """Seconds left of the limit (at least 1 ms), or ``None`` without a limit."""
+        if self.limit is None:
+            return None
+        return max(self.limit - (time.perf_counter() - self.start), 1e-3)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundContext:
+    """Everything a rounding route may read about one round (never mutated)."""
+
+    inst: RoundInstance
+    runnable: tuple[Job, ...]
+    tune: Allocation
+    classes: tuple[JobClass, ...]
+    demands: tuple[DemandClass, ...]
+    #: The super-machine's grid point per runnable job (priority order inside a class).
+    points: Mapping[str, Point]
+    #: The super-machine optimum (the value a route's plan reaches if the points deploy).
+    optimum: float
+    #: Most jobs that may span servers: min(--max-fragmented, 3s).
+    max_fragmented: int
+    options: MechanismOptions
+    clock: Clock
+
+    def solve(
+        self,
+        mm: MatrixModel,
+        *,
+        rel_gap: float = DEFAULT_REL_GAP,
+        vertex: bool = True,
+        node_limit: int | None = None,
+    ) -> SolveResult:
+        """Solve ``mm`` with the round's solver options and what is left of its time."""
+        return solve_matrix(
+            mm,
+            self.options.solver,
+            time_limit=self.clock.left(),
+            threads=self.options.threads,
+            rel_gap=rel_gap,
+            vertex=vertex,
+            node_limit=node_limit,
+        )
+
+    def must_spread(self, job: Job) -> bool:
+        """Whether no single server the job may use has its GPUs."""
+        return job.gpus > max_single_server_gpus(self.inst.cluster.servers, job)
+
+    def may_spread(self, job: Job) -> bool:
+        """Whether spreading ``job`` costs no throughput (or it has to spread anyway)."""
+        return job.gpus >= 2 and (job.split_penalty >= 1.0 or self.must_spread(job))

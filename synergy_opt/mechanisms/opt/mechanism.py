@@ -1,0 +1,265 @@
+"""The ``opt`` mechanism: super-machine optimum, rounding routes, deployment, TUNE floor."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+
+from synergy_opt.check import check_allocation
+from synergy_opt.formulations.fast import (
+    DemandClass,
+    JobClass,
+    KnapsackModel,
+    build_super_machine_fast,
+)
+from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
+from synergy_opt.mechanisms.opt.configure import reoptimise
+from synergy_opt.mechanisms.opt.context import (
+    Clock,
+    GpuPlan,
+    Point,
+    RoundContext,
+    RoundingError,
+)
+from synergy_opt.mechanisms.opt.routes import ROUTES
+from synergy_opt.mechanisms.opt.transport import deploy
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
+from synergy_opt.types import (
+    THROUGHPUT_EPS,
+    Allocation,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    build_allocation,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _tune_fallback(
+    inst: RoundInstance,
+    tune: Allocation,
+    name: str,
+    solver: str,
+    upper: float | None,
+    notes: Sequence[str],
+    t0: float,
+) -> Allocation:
+    """TUNE's allocation relabelled as ``name``, with the bound and the reasons.
+
+    The bound covers the runnable set; if TUNE left part of it unscheduled the bound does
+    not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
+    job adds), so it is dropped and the note says why.
+    """
+    upper, notes = _bound_for(inst, tune, upper, notes)
+    for n in notes:
+        log.warning("%s on %s: %s", name, inst.name, n)
+    return dataclasses.replace(
+        tune,
+        mechanism=name,
+        solver=solver,
+        upper_bound=upper,
+        notes=tuple(notes),
+        solve_seconds=time.perf_counter() - t0,
+    )
+
+
+def _bound_for(
+    inst: RoundInstance, alloc: Allocation, upper: float | None, notes: Sequence[str]
+) -> tuple[float | None, list[str]]:
+    """The runnable set's bound if ``alloc`` schedules exactly that set, else none (and why)."""
+    if upper is not None and {j.id for j in alloc.jobs} != {j.id for j in select_runnable(inst)}:
+        return None, [*notes, "no upper bound: only part of the runnable set is scheduled"]
+    return upper, list(notes)
+
+
+def _better_of(
+    inst: RoundInstance, mine: Allocation, tune: Allocation, name: str, t0: float
+) -> Allocation:
+    """Return ``mine`` unless it breaks a rule or TUNE's total is higher."""
+    bad = check_allocation(inst, mine, fair_share=True)
+    if bad:
+        note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
+        return _tune_fallback(inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0)
+    if tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
+        note = (
+            f"returned tune's allocation: total {tune.total_throughput:.6g} beats the rounded "
+            f"{name} solution's {mine.total_throughput:.6g}"
+        )
+        return _tune_fallback(inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0)
+    upper, notes = _bound_for(inst, mine, mine.upper_bound, mine.notes)
+    for n in notes[len(mine.notes) :]:
+        log.warning("%s on %s: %s", name, inst.name, n)
+    return dataclasses.replace(
+        mine, upper_bound=upper, notes=tuple(notes), solve_seconds=time.perf_counter() - t0
+    )
+
+
+@register(
+    "opt",
+    keeps_fair_share=True,
+    exact=False,
+    uses_solver=True,
+    doc="super-machine optimum deployed on whole GPUs, spreading jobs the paper's way",
+)
+class Opt:
+    """Synergy-OPT: super-machine optimum, rounding routes, max-flow deployment, TUNE floor."""
+
+    name = "opt"
+
+    def __init__(self, options: MechanismOptions | None = None) -> None:
+        self.options = options or MechanismOptions()
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Allocate one round (see the package docstring for the steps)."""
+        t0 = time.perf_counter()
+        clock = Clock.started(self.options.time_limit_s)
+        solver = self.options.solver
+        tune = make_mechanism("tune", self.options).allocate(inst)
+        runnable = select_runnable(inst)
+        if not runnable:
+            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
+        ksm = build_super_machine_fast(inst, runnable)
+        res = solve_matrix(
+            ksm.matrix,
+            solver,
+            time_limit=clock.left(),
+            threads=self.options.threads,
+            rel_gap=DEFAULT_REL_GAP,
+        )
+        upper = res.dual_bound
+        if res.status is not TerminationStatus.OPTIMAL or res.x is None:
+            note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
+            return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
+        log.info(
+            "super-machine optimum %.6g (%d columns, %.3fs)",
+            res.objective or 0.0,
+            ksm.matrix.num_cols,
+            res.runtime_s,
+        )
+        ctx = self._context(inst, runnable, tune, ksm, res, clock)
+        mine, errors = self._round(ctx, upper)
+        if mine is None:
+            note = f"fell back to tune: {'; '.join(errors)}"
+            return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
+        return _better_of(inst, mine, tune, self.name, t0)
+
+    def context(self, inst: RoundInstance) -> RoundContext | None:
+        """The round context the routes read (``None``: nothing runnable or no optimum)."""
+        runnable = select_runnable(inst)
+        if not runnable:
+            return None
+        ksm = build_super_machine_fast(inst, runnable)
+        res = solve_matrix(ksm.matrix, self.options.solver, threads=self.options.threads)
+        if res.x is None:
+            return None
+        tune = make_mechanism("tune", self.options).allocate(inst)
+        return self._context(inst, runnable, tune, ksm, res, Clock.started(None))
+
+    def _context(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        tune: Allocation,
+        ksm: KnapsackModel,
+        res: SolveResult,
+        clock: Clock,
+    ) -> RoundContext:
+        assert res.x is not None
+        demands = _demand_classes(inst, ksm.classes, ksm.picks(res.x))
+        cap = 3 * len(inst.cluster.servers)
+        if self.options.max_fragmented is not None:
+            cap = min(cap, self.options.max_fragmented)
+        return RoundContext(
+            inst=inst,
+            runnable=tuple(runnable),
+            tune=tune,
+            classes=tuple(ksm.classes),
+            demands=tuple(demands),
+            points={
+                job.id: (dc.cpus, dc.mem_gb, _point_value(dc)) for dc in demands for job in dc.jobs
+            },
+            optimum=res.objective or 0.0,
+            max_fragmented=cap,
+            options=self.options,
+            clock=clock,
+        )
+
+    def _round(self, ctx: RoundContext, upper: float | None) -> tuple[Allocation | None, list[str]]:
+        """Try the routes in registry order; the best candidate (throughput, then fewer
+        fragmented jobs), stopping at the first that reaches the super-machine optimum."""
+        inst = ctx.inst
+        target = ctx.optimum - 1e-9 * max(1.0, abs(ctx.optimum))
+        best: Allocation | None = None
+        errors: list[str] = []
+        for r in ROUTES.values():
+            try:
+                plan = r.plan(ctx)
+                spread = sum(1 for parts in plan.values() if len(parts) > 1)
+                if spread > ctx.max_fragmented:
+                    raise RoundingError(
+                        f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
+                    )
+                placements = self.deploy_plan(ctx, plan)
+            except RoundingError as e:
+                errors.append(f"{r.name}: {e}")
+                log.info("opt on %s: %s: %s", inst.name, r.name, e)
+                continue
+            cand = build_allocation(
+                inst, self.name, placements, solver=ctx.options.solver, upper_bound=upper
+            )
+            log.info(
+                "opt on %s: %s reaches %.6g (%d fragmented)",
+                inst.name,
+                r.name,
+                cand.total_throughput,
+                cand.fragmented_jobs,
+            )
+            if best is None or _rank(cand) > _rank(best):
+                best = cand
+            if best.total_throughput >= target:
+                break
+        return best, errors
+
+    @staticmethod
+    def deploy_plan(ctx: RoundContext, plan: GpuPlan) -> dict[str, list[PlacementPart]]:
+        """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
+        jobs = {j.id: j for j in ctx.runnable}
+        penalised = any(
+            len(parts) > 1 and jobs[jid].split_penalty < 1.0 for jid, parts in plan.items()
+        )
+        if not penalised and len(plan) == len(ctx.runnable):
+            parts = deploy(ctx.inst, plan, ctx.points)
+            if parts is not None:
+                return parts
+        return reoptimise(ctx, plan)
+
+
+def _rank(alloc: Allocation) -> tuple[float, int]:
+    """Throughput first (to 1e-9), then fewer fragmented jobs."""
+    return (round(alloc.total_throughput, 9), -alloc.fragmented_jobs)
+
+
+def _point_value(dc: DemandClass) -> float:
+    """W at the demand class's point (the super-machine's value for each of its jobs)."""
+    return dc.jobs[0].sensitivity.lookup(dc.cpus, dc.mem_gb)
+
+
+def _demand_classes(
+    inst: RoundInstance, classes: Sequence[JobClass], picks: Sequence[Sequence[tuple[Point, int]]]
+) -> list[DemandClass]:
+    """(class, point) groups; within a class, higher-priority jobs get higher-throughput points."""
+    servers = inst.cluster.servers
+    out: list[DemandClass] = []
+    for cl, pk in zip(classes, picks, strict=True):
+        allowed = tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
+        members = list(cl.members)
+        for (c, m, _), n in sorted(pk, key=lambda pn: (-pn[0][2], pn[0][0], pn[0][1])):
+            take, members = members[:n], members[n:]
+            out.append(DemandClass(tuple(take), take[0].gpus, c, m, allowed))
+        if members:  # pragma: no cover - (4) makes the counts add up
+            raise RoundingError("super-machine solution does not cover every job")
+    return out

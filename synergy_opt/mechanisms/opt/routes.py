@@ -1,0 +1,518 @@
+"""Rounding routes: whole GPUs per server for every runnable job, one registry entry each.
+
+A route reads the frozen :class:`~.context.RoundContext` and returns a
+:data:`~.context.GpuPlan`; the mechanism then deploys the super-machine points on it (a
+max-flow, :mod:`.transport`) or, failing that, re-optimises the points for it
+(:mod:`.configure`).  Routes run in registry order, consolidating ones first, so the first
+plan that reaches the super-machine optimum is also the least fragmented one found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from synergy_opt.formulations.fast import build_placement_fast, build_server_classes
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.types import Job
+
+#: The server-class MIP route runs only on rounds with at most this many columns
+#: (about 8 servers of mixed jobs): beyond, its root solve alone costs a second or more.
+CLASS_MIP_MAX_COLUMNS: int = 400
+#: Branch-and-bound nodes for that route: a deterministic stop, unlike a time limit.
+CLASS_MIP_NODES: int = 200
+#: Fractions of the placement LP below this are zero (simplex noise).
+FRACTION_EPS: float = 1e-7
+
+RoutePlan = Callable[[RoundContext], GpuPlan]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A named way to round: ``spreads`` says it may spread jobs that fit on one server."""
+
+    name: str
+    plan: RoutePlan
+    spreads: bool
+    doc: str
+
+
+ROUTES: dict[str, Route] = {}
+
+
+def route(name: str, *, spreads: bool) -> Callable[[RoutePlan], RoutePlan]:
+    """Register a rounding route under ``name`` (registry order is the order tried)."""
+
+    def deco(fn: RoutePlan) -> RoutePlan:
+        if name in ROUTES:
+            raise ValueError(f"rounding route {name!r} registered twice")
+        ROUTES[name] = Route(name, fn, spreads, (fn.__doc__ or "").strip().splitlines()[0])
+        return fn
+
+    return deco
+
+
+def _spread_over(
+    job: Job, free_g: list[int], allowed: tuple[int, ...]
+) -> tuple[tuple[int, int], ...]:
+    """The job's GPUs over the fewest allowed servers (most free GPUs first)."""
+    order = sorted((s for s in allowed if free_g[s] > 0), key=lambda s: (-free_g[s], s))
+    parts: list[tuple[int, int]] = []
+    need = job.gpus
+    for s in order:
+        k = min(need, free_g[s])
+        parts.append((s, k))
+        need -= k
+        if need == 0:
+            break
+    if need:
+        raise RoundingError(f"no whole-GPU placement for job {job.id}")
+    for s, k in parts:
+        free_g[s] -= k
+    return tuple(sorted(parts))
+
+
+@route("balanced", spreads=False)
+def balanced(ctx: RoundContext) -> GpuPlan:
+    """Largest jobs first, each on the allowed server whose cores/memory load stays lowest.
+
+    A server's load is the larger of its core and memory fractions in use at the jobs'
+    super-machine points.  Decreasing GPU order keeps whole servers for big jobs (with
+    power-of-two demands the free GPU counts stay multiples of the next job's size); a job
+    spreads only when no server has its GPUs.
+    """
+    servers = ctx.inst.cluster.servers
+    free_g = [s.gpus for s in servers]
+    cap_c = np.array([max(s.cpus, 1) for s in servers], dtype=np.float64)
+    cap_m = np.array([max(s.mem_gb, 1e-9) for s in servers], dtype=np.float64)
+    used_c = np.zeros(len(servers))
+    used_m = np.zeros(len(servers))
+    prio = {j.id: k for k, j in enumerate(ctx.inst.jobs)}
+    items = sorted(
+        ((dc, job) for dc in ctx.demands for job in dc.jobs),
+        key=lambda t: (
+            -t[0].gpus,
+            -(t[0].cpus / cap_c.mean() + t[0].mem_gb / cap_m.mean()),
+            prio[t[1].id],
+        ),
+    )
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    for dc, job in items:
+        ok = np.zeros(len(servers), dtype=bool)
+        ok[[s for s in dc.allowed if free_g[s] >= dc.gpus]] = True
+        if ok.any():
+            load = np.maximum((used_c + dc.cpus) / cap_c, (used_m + dc.mem_gb) / cap_m)
+            load[~ok] = np.inf
+            s = int(np.argmin(load))
+            plan[job.id] = ((s, dc.gpus),)
+            free_g[s] -= dc.gpus
+            used_c[s] += dc.cpus
+            used_m[s] += dc.mem_gb
+            continue
+        parts = _spread_over(job, free_g, dc.allowed)
+        for s, k in parts:
+            used_c[s] += dc.cpus * k / dc.gpus
+            used_m[s] += dc.mem_gb * k / dc.gpus
+        plan[job.id] = parts
+    return plan
+
+
+@route("server-class-mip", spreads=False)
+def server_class_mip(ctx: RoundContext) -> GpuPlan:
+    """Servers from the server-class MIP (small rounds only; a node limit keeps it bounded).
+
+    The node limit, not a time limit, ends the search, so the answer is the same on every
+    run (a time limit is only passed when the caller set one).
+    """
+    servers = ctx.inst.cluster.servers
+    allowed = [
+        tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
+        for cl in ctx.classes
+    ]
+    size = sum(len(cl.points) * len(a) for cl, a in zip(ctx.classes, allowed, strict=True))
+    if size > CLASS_MIP_MAX_COLUMNS:
+        raise RoundingError(f"skipped: {size} columns > {CLASS_MIP_MAX_COLUMNS}")
+    sc = build_server_classes(ctx.inst, ctx.classes, allowed)
+    res = ctx.solve(sc.matrix, rel_gap=1e-4, node_limit=CLASS_MIP_NODES)
+    if res.x is None:
+        raise RoundingError(f"server-class MIP ended {res.status} ({res.solver})")
+    pending = [iter(cl.members) for cl in ctx.classes]
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    for (k, _, s), v in zip(sc.columns, res.x, strict=True):
+        for _ in range(int(round(float(v)))):
+            job = next(pending[k])
+            plan[job.id] = ((s, job.gpus),)
+    return plan
+
+
+@route("placement-lp", spreads=True)
+def placement_lp(ctx: RoundContext) -> GpuPlan:
+    """The paper's route: the placement LP's vertex, its split jobs spread on whole GPUs.
+
+    Whole jobs go where the vertex (pl0)-(pl4) put them.  The vertex splits at most 3s
+    jobs; those that may spread (split penalty 1, or too big for any server) keep their
+    span, up to the fragmentation cap, and a min-cost flow rounds their GPU fractions to
+    whole GPUs (one GPU first on every server of the span, so the cores and memory the LP
+    drew there stay reachable).  The other split jobs go whole to the best-fitting server
+    of their span.
+    """
+    inst = ctx.inst
+    servers = inst.cluster.servers
+    pm = build_placement_fast(inst, ctx.demands)
+    res = ctx.solve(pm.matrix, vertex=True)
+    if res.x is None:
+        raise RoundingError(f"placement LP ended {res.status} ({res.solver})")
+    x = {col: float(v) for col, v in zip(pm.columns, res.x, strict=True) if v > FRACTION_EPS}
+    free_g = [s.gpus for s in servers]
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    pieces: list[tuple[Job, tuple[int, ...], dict[int, float]]] = []
+    for d, dc in enumerate(ctx.demands):
+        members = list(dc.jobs)
+        fracs: list[list[float]] = []
+        for s in dc.allowed:
+            v = x.get((d, s), 0.0)
+            whole = min(int(math.floor(v + FRACTION_EPS)), len(members), free_g[s] // dc.gpus)
+            for job in members[:whole]:
+                plan[job.id] = ((s, dc.gpus),)
+                free_g[s] -= dc.gpus
+            members = members[whole:]
+            if v - whole > FRACTION_EPS:
+                fracs.append([float(s), v - whole])
+        for job in members:  # each left job takes fractions summing to 1, in server order
+            need, got = 1.0, {}
+            while need > FRACTION_EPS and fracs:
+                s, f = int(fracs[0][0]), fracs[0][1]
+                take = min(f, need)
+                got[s] = got.get(s, 0.0) + take
+                need -= take
+                fracs[0][1] -= take
+                if fracs[0][1] <= FRACTION_EPS:
+                    fracs.pop(0)
+            pieces.append((job, dc.allowed, got))
+
+    budget = ctx.max_fragmented - sum(1 for p in plan.values() if len(p) > 1)
+    spreading: list[tuple[Job, tuple[int, ...], dict[int, float]]] = []
+    whole_jobs: list[tuple[Job, tuple[int, ...], dict[int, float]]] = []
+    for job, allowed, got in pieces:
+        if ctx.must_spread(job) or (ctx.may_spread(job) and len(got) > 1 and budget > 0):
+            spreading.append((job, allowed, got))
+            budget -= 0 if ctx.must_spread(job) else 1
+        else:
+            whole_jobs.append((job, allowed, got))
+    prio = {j.id: k for k, j in enumerate(inst.jobs)}
+    for job, allowed, got in sorted(whole_jobs, key=lambda t: (-t[0].gpus, prio[t[0].id])):
+        fits = [s for s in allowed if free_g[s] >= job.gpus]
+        if fits:
+            s = min(fits, key=lambda s: (-got.get(s, 0.0), free_g[s], s))
+            plan[job.id] = ((s, job.gpus),)
+            free_g[s] -= job.gpus
+        elif ctx.may_spread(job):
+            spreading.append((job, allowed, got))
+        else:
+            raise RoundingError(f"no server has {job.gpus} free GPUs for job {job.id}")
+    plan.update(_round_spans(spreading, free_g))
+    return plan
+
+
+def _round_spans(
+    spreading: list[tuple[Job, tuple[int, ...], dict[int, float]]], free_g: list[int]
+) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Whole GPUs for split jobs by a min-cost flow near the LP's fractions.
+
+    Per job and server of its span: a first GPU (cost -2, keeps the span), then up to the
+    rounded-up fraction (cost 0); any other allowed server costs 1 per GPU.  The LP's own
+    fractions are a feasible flow, so a whole one exists whenever the GPUs add up.
+    """
+    if not spreading:
+        return {}
+    g = nx.DiGraph()
+    total = 0
+    for job, allowed, got in spreading:
+        j = ("j", job.id)
+        g.add_edge("src", j, capacity=job.gpus, weight=0)
+        total += job.gpus
+        for s in allowed:
+            f = got.get(s, 0.0)
+            if f > FRACTION_EPS:
+                u = ("u", job.id, s)
+                g.add_edge(j, u, capacity=1, weight=-2)
+                g.add_edge(u, ("s", s), capacity=1, weight=0)
+                rest = max(int(math.ceil(f * job.gpus - FRACTION_EPS)) - 1, 0)
+                if rest:
+                    g.add_edge(j, ("s", s), capacity=rest, weight=0)
+            else:
+                g.add_edge(j, ("s", s), capacity=job.gpus, weight=1)
+    for s, free in enumerate(free_g):
+        if g.has_node(("s", s)):
+            g.add_edge(("s", s), "dst", capacity=free, weight=0)
+    flow = nx.max_flow_min_cost(g, "src", "dst")
+    if sum(flow["src"].values()) < total:
+        raise RoundingError("split jobs' GPUs do not fit the GPUs the whole jobs left")
+    out: dict[str, tuple[tuple[int, int], ...]] = {}
+    for job, _, _ in spreading:
+        per: dict[int, int] = {}
+        for node, v in flow[("j", job.id)].items():
+            if v <= 0:
+                continue
+            s = node[2] if node[0] == "u" else node[1]
+            per[s] = per.get(s, 0) + int(v)
+        for s, k in per.items():
+            free_g[s] -= k
+        out[job.id] = tuple(sorted(per.items()))
+    return out
+
+
+@route("hungry-spread", spreads=True)
+def hungry_spread(ctx: RoundContext) -> GpuPlan:
+    """Resource-hungry jobs first; a job no server can feed spreads over servers that can.
+
+    Jobs that cannot spread go first (they have no way round a short server), then those
+    that may, each group by decreasing cores-or-memory per GPU relative to the cluster's.
+    A job takes the least-loaded server that holds it whole (GPUs, cores
+    and memory at its super-machine point); if none does and it may spread, it takes one
+    GPU on each of the richest servers (most spare cores and memory) until their spare
+    resources cover its point, then the rest of its GPUs on those servers.  Frugal jobs
+    fill the GPUs left.  This is the transportation view of :mod:`.transport` used
+    forwards: a spread job is fed from every server of its span.
+    """
+    inst = ctx.inst
+    servers = inst.cluster.servers
+    cl = inst.cluster
+    per_c = cl.total_cpus / max(cl.total_gpus, 1)
+    per_m = cl.total_mem_gb / max(cl.total_gpus, 1)
+    free_g = [s.gpus for s in servers]
+    free_c = [float(s.cpus) for s in servers]
+    free_m = [s.mem_gb for s in servers]
+    prio = {j.id: k for k, j in enumerate(inst.jobs)}
+    items = sorted(
+        ((job, dc) for dc in ctx.demands for job in dc.jobs),
+        key=lambda t: (
+            ctx.may_spread(t[0]),
+            -max(t[1].cpus / t[1].gpus / per_c, t[1].mem_gb / t[1].gpus / per_m),
+            -t[1].gpus,
+            prio[t[0].id],
+        ),
+    )
+    budget = ctx.max_fragmented
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+
+    def load(s: int, c: float, m: float) -> float:
+        return max(
+            (servers[s].cpus - free_c[s] + c) / max(servers[s].cpus, 1),
+            (servers[s].mem_gb - free_m[s] + m) / max(servers[s].mem_gb, 1e-9),
+        )
+
+    for job, dc in items:
+        g, c, m = dc.gpus, float(dc.cpus), dc.mem_gb
+        whole = [
+            s
+            for s in dc.allowed
+            if free_g[s] >= g and free_c[s] >= c - 1e-9 and free_m[s] >= m - 1e-9
+        ]
+        spread_ok = ctx.must_spread(job) or (ctx.may_spread(job) and budget > 0)
+        if whole and not ctx.must_spread(job):
+            s = min(whole, key=lambda s: (load(s, c, m), s))
+            parts = [(s, g)]
+        elif spread_ok:
+            rich = sorted(
+                (s for s in dc.allowed if free_g[s] > 0),
+                key=lambda s: (
+                    -(
+                        free_c[s] / max(servers[s].cpus, 1)
+                        + free_m[s] / max(servers[s].mem_gb, 1e-9)
+                    ),
+                    s,
+                ),
+            )
+            span: list[int] = []
+            need_c, need_m = c, m
+            for s in rich:
+                if len(span) == g or (need_c <= 1e-9 and need_m <= 1e-9 and len(span) >= 1):
+                    break
+                span.append(s)
+                need_c -= min(need_c, max(free_c[s], 0.0))
+                need_m -= min(need_m, max(free_m[s], 0.0))
+            gpus = {s: 1 for s in span}
+            left = g - len(span)
+            for s in sorted(span, key=lambda s: (-free_g[s], s)):
+                k = min(left, free_g[s] - 1)
+                gpus[s] += k
+                left -= k
+            for s in sorted(set(rich) - set(span), key=lambda s: (-free_g[s], s)):
+                if not left:
+                    break
+                k = min(left, free_g[s])
+                gpus[s] = k
+                left -= k
+            if left:
+                raise RoundingError(f"no whole-GPU placement for job {job.id}")
+            parts = sorted(gpus.items())
+            if len(parts) > 1 and not ctx.must_spread(job):
+                budget -= 1
+        else:
+            fits = [s for s in dc.allowed if free_g[s] >= g]
+            if not fits:
+                raise RoundingError(f"no server has {g} free GPUs for job {job.id}")
+            s = min(fits, key=lambda s: (load(s, c, m), s))
+            parts = [(s, g)]
+        # Cores and memory drawn from the span, richest server first.
+        need_c, need_m = c, m
+        for s, k in parts:
+            free_g[s] -= k
+        for s, _ in sorted(parts, key=lambda p: (-free_c[p[0]], p[0])):
+            take = min(need_c, free_c[s]) if len(parts) > 1 else need_c
+            free_c[s] -= take
+            need_c -= take
+        for s, _ in sorted(parts, key=lambda p: (-free_m[p[0]], p[0])):
+            take = min(need_m, free_m[s]) if len(parts) > 1 else need_m
+            free_m[s] -= take
+            need_m -= take
+        if need_c > 0 or need_m > 0:  # over-committed: the re-optimisation lowers points
+            free_c[parts[0][0]] -= need_c
+            free_m[parts[0][0]] -= need_m
+        plan[job.id] = tuple(parts)
+    return plan
+
+
+@route("ring-bridges", spreads=True)
+def ring_bridges(ctx: RoundContext) -> GpuPlan:
+    """The balanced packing with bridges: neighbouring servers swap one GPU of two jobs.
+
+    Around a ring of servers, a job that may spread on server s and one on server s+1 trade
+    one GPU each, so both span {s, s+1}: GPU counts stay whole and unchanged, while cores
+    and memory can now flow between every pair of neighbours, close to the pooled
+    super-machine.  The jobs with the most cores per GPU bridge (they move the most).
+    Swaps the round does not need are undone afterwards (:func:`.mechanism.defragment`).
+    """
+    servers = ctx.inst.cluster.servers
+    base = {jid: list(parts) for jid, parts in balanced(ctx).items()}
+    jobs = {j.id: j for j in ctx.runnable}
+    pts = ctx.points
+    on: list[list[str]] = [[] for _ in servers]
+    for jid, parts in base.items():
+        if len(parts) == 1 and ctx.may_spread(jobs[jid]):
+            on[parts[0][0]].append(jid)
+    for lst in on:
+        lst.sort(key=lambda jid: (-pts[jid][0] / jobs[jid].gpus, jid))
+    budget = ctx.max_fragmented - sum(1 for p in base.values() if len(p) > 1)
+    used: set[str] = set()
+    n_s = len(servers)
+    for s in range(n_s if n_s > 2 else n_s - 1):
+        t = (s + 1) % n_s
+        if budget < 2:
+            break
+        a = next((j for j in on[s] if j not in used and jobs[j].may_use(servers[t])), None)
+        b = next((j for j in on[t] if j not in used and jobs[j].may_use(servers[s])), None)
+        if a is None or b is None:
+            continue
+        ga, gb = jobs[a].gpus, jobs[b].gpus
+        base[a] = [(s, ga - 1), (t, 1)]
+        base[b] = [(s, 1), (t, gb - 1)]
+        used.update((a, b))
+        budget -= 2
+    return {jid: tuple(sorted(parts)) for jid, parts in base.items()}
+
+
+@route("fill-spill", spreads=True)
+def fill_spill(ctx: RoundContext) -> GpuPlan:
+    """Servers filled in turn, keeping cores, memory and GPUs in step; a spill job bridges.
+
+    Each server takes, one at a time, the job that fits whole and keeps its used fractions
+    of cores, memory and GPUs closest together.  When no job fits whole but GPUs are left, a
+    job that may spread takes them and carries the rest of its GPUs (and of its cores and
+    memory) to the next server: the whole-GPU form of the placement LP's vertex, whose split
+    jobs sit at server boundaries.  At most one job spills per server.
+    """
+    servers = ctx.inst.cluster.servers
+    prio = {j.id: k for k, j in enumerate(ctx.inst.jobs)}
+    left = sorted(
+        ((job, dc) for dc in ctx.demands for job in dc.jobs),
+        key=lambda t: (-t[0].gpus, prio[t[0].id]),
+    )
+    plan: dict[str, list[tuple[int, int]]] = {}
+    budget = ctx.max_fragmented
+    carry: tuple[Job, int, float, float, tuple[int, ...]] | None = None  # job, GPUs, c, m left
+    for s, srv in enumerate(servers):
+        g_free, c_free, m_free = srv.gpus, float(srv.cpus), srv.mem_gb
+        if carry is not None:
+            job, need, c_need, m_need, allowed = carry
+            if s in allowed and g_free > 0:
+                k = min(need, g_free)
+                plan[job.id].append((s, k))
+                g_free -= k
+                c_take, m_take = min(c_need, c_free), min(m_need, m_free)
+                c_free -= c_take
+                m_free -= m_take
+                carry = (
+                    None
+                    if k == need
+                    else (job, need - k, c_need - c_take, m_need - m_take, allowed)
+                )
+                if carry is not None:
+                    continue
+        while g_free > 0 and left:
+            best, best_score = None, math.inf
+            for i, (_, dc) in enumerate(left):
+                if s not in dc.allowed or dc.gpus > g_free:
+                    continue
+                if dc.cpus > c_free + 1e-9 or dc.mem_gb > m_free + 1e-9:
+                    continue
+                fg = (srv.gpus - g_free + dc.gpus) / srv.gpus
+                fc = (srv.cpus - c_free + dc.cpus) / max(srv.cpus, 1)
+                fm = (srv.mem_gb - m_free + dc.mem_gb) / max(srv.mem_gb, 1e-9)
+                score = max(fg, fc, fm) - min(fg, fc, fm)
+                if score < best_score - 1e-12:
+                    best, best_score = i, score
+            if best is not None:
+                job, dc = left.pop(best)
+                plan[job.id] = [(s, dc.gpus)]
+                g_free -= dc.gpus
+                c_free -= dc.cpus
+                m_free -= dc.mem_gb
+                continue
+            spill = next(
+                (
+                    i
+                    for i, (job, dc) in enumerate(left)
+                    if s in dc.allowed
+                    and dc.gpus > g_free
+                    and ctx.may_spread(job)
+                    and (budget > 0 or ctx.must_spread(job))
+                ),
+                None,
+            )
+            if spill is None:  # over-commit cores/memory: the flow or the re-optimisation fixes it
+                spill = next(
+                    (i for i, (_, dc) in enumerate(left) if s in dc.allowed and dc.gpus <= g_free),
+                    None,
+                )
+                if spill is None:
+                    break
+                job, dc = left.pop(spill)
+                plan[job.id] = [(s, dc.gpus)]
+                g_free -= dc.gpus
+                c_free -= dc.cpus
+                m_free -= dc.mem_gb
+                continue
+            job, dc = left.pop(spill)
+            budget -= 0 if ctx.must_spread(job) else 1
+            plan[job.id] = [(s, g_free)]
+            c_take, m_take = min(float(dc.cpus), c_free), min(dc.mem_gb, m_free)
+            carry = (job, dc.gpus - g_free, dc.cpus - c_take, dc.mem_gb - m_take, dc.allowed)
+            g_free = 0
+    if carry is not None or left:
+        raise RoundingError(f"{len(left) + (carry is not None)} jobs found no GPUs")
+    return {jid: tuple(sorted(parts)) for jid, parts in plan.items()}
+
+
+@route("tune", spreads=False)
+def tune_placement(ctx: RoundContext) -> GpuPlan:
+    """GPUs per server exactly as TUNE placed them (so OPT's points can only improve them)."""
+    index = {s.name: i for i, s in enumerate(ctx.inst.cluster.servers)}
+    if not ctx.tune.jobs:
+        raise RoundingError("tune scheduled no job")
+    return {ja.id: tuple((index[p.server], p.gpus) for p in ja.placement) for ja in ctx.tune.jobs}
