@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 
-from synergy_opt.commands.common import UsageError, emit_json, positive_float, positive_int
+from synergy_opt.commands.common import (
+    UsageError,
+    emit_json,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from synergy_opt.io import allocation_to_dict, load_instance
 from synergy_opt.mechanisms import (
     MechanismOptions,
@@ -28,6 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
     p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
     p.add_argument("--threads", type=positive_int, default=None, help="solver threads")
+    p.add_argument(
+        "--max-fragmented",
+        type=nonneg_int,
+        default=None,
+        metavar="K",
+        help=(
+            "opt: spread at most K jobs over several servers (default and ceiling: 3 per "
+            "server, the paper's bound); fewer spread jobs can cost throughput, and jobs too "
+            "big for any server still count"
+        ),
+    )
     p.add_argument("-o", "--output", default=None, metavar="ALLOCATION.json")
     p.set_defaults(func=run)
 
@@ -47,7 +64,12 @@ def run(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     mech = make_mechanism(
         args.mechanism,
-        MechanismOptions(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads),
+        MechanismOptions(
+            solver=args.solver,
+            time_limit_s=args.time_limit,
+            threads=args.threads,
+            max_fragmented=args.max_fragmented,
+        ),
     )
     alloc = mech.allocate(inst)
     emit_json(allocation_to_dict(alloc), args.output)

@@ -388,8 +388,19 @@ def ring_bridges(ctx: RoundContext) -> GpuPlan:
     super-machine.  The jobs with the most cores per GPU bridge (they move the most).
     Swaps the round does not need are undone afterwards (:func:`.mechanism.defragment`).
     """
+    return _add_ring(ctx, balanced(ctx))
+
+
+@route("lp-ring", spreads=True)
+def lp_ring(ctx: RoundContext) -> GpuPlan:
+    """The placement LP's plan with ring bridges added between neighbouring servers."""
+    return _add_ring(ctx, placement_lp(ctx))
+
+
+def _add_ring(ctx: RoundContext, plan: GpuPlan) -> GpuPlan:
+    """``plan`` with one GPU traded between a spreadable job on s and one on s+1, ring-wise."""
     servers = ctx.inst.cluster.servers
-    base = {jid: list(parts) for jid, parts in balanced(ctx).items()}
+    base = {jid: list(parts) for jid, parts in plan.items()}
     jobs = {j.id: j for j in ctx.runnable}
     pts = ctx.points
     on: list[list[str]] = [[] for _ in servers]
