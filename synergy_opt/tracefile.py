@@ -148,6 +148,7 @@ def check_trace(
     cluster_source: str = "cluster",
     share_source: str | None = None,
     horizon_source: str | None = None,
+    jobs_source: str = "trace",
 ) -> None:
     """Refuse, before simulating, a trace that cannot run on ``cluster``; blame who is wrong.
 
@@ -159,22 +160,22 @@ def check_trace(
     simulation's horizon stays bounded (docs/limits.md); it is blamed on
     ``horizon_source`` (e.g. the time-scale option) when given, else on the job's line.
     Checks the first ``max_jobs`` jobs, in the order given (arrival order, as the
-    simulator keeps them).
+    simulator keeps them); jobs not read from a file are named under ``jobs_source``.
     """
     kept = jobs[:max_jobs] if max_jobs is not None else jobs
     g_total = cluster.total_gpus
     seen: set[tuple[str, int]] = set()
     for j in kept:
+        at = j.where(jobs_source)
         if j.gpus > g_total:
             raise InputError(
-                f"{j.where()}: gpus: wants {j.gpus} GPUs, the cluster ({cluster_source}) has "
-                f"{g_total}"
+                f"{at}: gpus: wants {j.gpus} GPUs, the cluster ({cluster_source}) has {g_total}"
             )
         if j.gpu_types is not None:
             usable = sum(s.gpus for s in cluster.servers if s.gpu_type in j.gpu_types)
             if j.gpus > usable:
                 raise InputError(
-                    f"{j.where()}: gpu_types: the cluster ({cluster_source}) has {usable} GPUs "
+                    f"{at}: gpu_types: the cluster ({cluster_source}) has {usable} GPUs "
                     f"of types {';'.join(j.gpu_types)}, the job wants {j.gpus}"
                 )
         if (j.model, j.gpus) in seen:
@@ -182,7 +183,7 @@ def check_trace(
         seen.add((j.model, j.gpus))
         if j.model not in profiles:
             known = ", ".join(profiles.names())
-            raise InputError(f"{j.where()}: model: unknown model {j.model!r}; known: {known}")
+            raise InputError(f"{at}: model: unknown model {j.model!r}; known: {known}")
         w = profiles.get(j.model).matrix(j.gpus)
         cpus, mem = cluster.fair_share(j.gpus)
         if w.lookup(cpus, mem) <= 0:
@@ -190,15 +191,15 @@ def check_trace(
                 f"{share_source or cluster_source}: a {j.gpus}-GPU job's GPU-proportional "
                 f"share is {cpus} "
                 f"cores and {mem:g} GB, below model {j.model}'s smallest profiled point "
-                f"({w.cpus[0]} cores, {w.mem_gb[0]:g} GB; {j.where()}): the servers need "
-                "more cores or memory"
+                f"({w.cpus[0]} cores, {w.mem_gb[0]:g} GB; {at}): the servers need more cores "
+                "or memory"
             )
     if kept:
         longest = max(kept, key=lambda j: j.duration_s)
         rounds = horizon_rounds(longest.duration_s, time_scale, round_s)
         if not ROUNDS_PER_JOB.contains(rounds):
-            head = horizon_source or f"{longest.where()}: duration_s"
-            job = f" ({longest.where()})" if horizon_source else ""
+            head = horizon_source or f"{longest.where(jobs_source)}: duration_s"
+            job = f" ({longest.where(jobs_source)})" if horizon_source else ""
             raise InputError(
                 f"{head}: a job of {longest.duration_s:g} s{job} x time scale {time_scale:g} "
                 f"needs {rounds:.3g} rounds of {round_s:g} s, more than "

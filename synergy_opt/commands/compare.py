@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
     profiles = load_profiles(args.profiles)
-    trace = build_trace(args, profiles)
+    trace = build_trace(args, profiles, config)
     seed = None if args.trace is not None else args.seed
     results: dict[str, SimResult] = {}
     summaries = []

@@ -21,7 +21,9 @@ from synergy_opt.commands.common import (
     positive_float,
     positive_int,
 )
+from synergy_opt.errors import InputError
 from synergy_opt.io import load_cluster
+from synergy_opt.limits import SPLIT_PERCENT
 from synergy_opt.mechanisms import (
     MechanismOptions,
     is_mechanism,
@@ -48,7 +50,7 @@ from synergy_opt.sim.workload import (
     WorkloadSpec,
     generate_workload,
 )
-from synergy_opt.tracefile import TraceJob, read_trace
+from synergy_opt.tracefile import TraceJob, check_trace, read_trace
 from synergy_opt.types import Cluster
 
 log = logging.getLogger(__name__)
@@ -162,11 +164,12 @@ def parse_split(text: str) -> tuple[float, float, float]:
         vals = ()
     if (
         len(vals) != len(CATEGORIES)
-        or any(not np.isfinite(v) or v < 0 for v in vals)
+        or any(not np.isfinite(v) or not SPLIT_PERCENT.contains(v) for v in vals)
         or sum(vals) <= 0
     ):
         raise UsageError(
-            f"--split: expected {len(CATEGORIES)} percentages >= 0 as IMAGE,LANGUAGE,SPEECH "
+            f"--split: expected {len(CATEGORIES)} percentages in [0, {SPLIT_PERCENT.high:g}] as "
+            "IMAGE,LANGUAGE,SPEECH "
             f"with a positive sum, got {text!r}"
         )
     return vals  # type: ignore[return-value]
@@ -214,22 +217,61 @@ def build_config(args: argparse.Namespace) -> SimConfig:
     )
 
 
-def build_trace(args: argparse.Namespace, profiles: ProfileLibrary) -> tuple[TraceJob, ...]:
-    """The ``--trace`` file, or a workload generated from ``--seed``."""
+def build_trace(
+    args: argparse.Namespace, profiles: ProfileLibrary, config: SimConfig | None = None
+) -> tuple[TraceJob, ...]:
+    """The ``--trace`` file, or a workload generated from ``--seed``.
+
+    With ``config``, the trace is also checked against the cluster and the horizon before
+    any simulation (:func:`~synergy_opt.tracefile.check_trace`), each problem blamed on
+    the trace line or the option that causes it.
+    """
     if args.trace is not None:
-        return read_trace(args.trace, profiles)
-    spec = WorkloadSpec(
-        kind=args.workload,
-        jobs=args.jobs,
-        arrival_rate_per_h=args.arrival_rate,
-        split=parse_split(args.split),
-        durations=args.durations,
-        assignment=args.assignment,
-    )
-    try:
-        return generate_workload(spec, profiles, np.random.default_rng(args.seed))
-    except ValueError as e:
-        raise UsageError(f"--split: {e}") from None
+        trace = read_trace(args.trace, profiles)
+    else:
+        split = parse_split(args.split)
+        try:
+            spec = WorkloadSpec(
+                kind=args.workload,
+                jobs=args.jobs,
+                arrival_rate_per_h=args.arrival_rate,
+                split=split,
+                durations=args.durations,
+                assignment=args.assignment,
+            )
+            trace = generate_workload(spec, profiles, np.random.default_rng(args.seed))
+        except ValueError as e:  # "field: problem" from the workload; name the option
+            field, _, problem = str(e).partition(": ")
+            option = _WORKLOAD_OPTIONS.get(field, field.replace("_", "-"))
+            raise UsageError(f"--{option}: {problem}") from None
+    if config is not None:
+        generated = f"the workload generated with --seed {args.seed}"
+        shape = "--cpus-per-server/--mem-per-server-gb"
+        try:
+            check_trace(
+                trace,
+                config.cluster,
+                profiles,
+                time_scale=config.time_scale,
+                round_s=config.round_s,
+                max_jobs=config.max_jobs,
+                cluster_source=args.cluster or "--servers/--gpus-per-server",
+                share_source=args.cluster or shape,
+                horizon_source="--time-scale" if args.time_scale != 1.0 else "--round-seconds",
+                jobs_source=generated,
+            )
+        except InputError as e:
+            raise UsageError(str(e)) from None
+        n = min(len(trace), config.max_jobs or len(trace))
+        if config.window is not None and config.window[1] > n:
+            raise UsageError(
+                f"--window: ends at job {config.window[1]}, but the run has only {n} jobs"
+            )
+    return trace
+
+
+#: WorkloadSpec's field names -> the options that set them.
+_WORKLOAD_OPTIONS: dict[str, str] = {"kind": "workload", "arrival_rate_per_h": "arrival-rate"}
 
 
 def input_files(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -358,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
     preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
     profiles = load_profiles(args.profiles)
-    trace = build_trace(args, profiles)
+    trace = build_trace(args, profiles, config)
     try:
         result = run_one(config, trace, args.mechanism, args.policy, args, profiles)
     except SimulationError as e:
