@@ -16,7 +16,12 @@ on the artifact's recorded trace it lands within 0.3% of the artifact's average 
 the paper text's demand-sorted ``tune-sorted`` strands GPUs behind CPU-exhausted servers
 and is 63% slower.
 
-Modules: ``config`` (frozen :class:`SimConfig`), ``events`` (event kernel and log records),
+``SimConfig(..., semantics=get_semantics("artifact"))`` replays with the paper simulator's
+rules for multi-GPU jobs instead of the throughput-matrix model (:mod:`.semantics`).
+
+Modules: ``config`` (frozen :class:`SimConfig`), ``semantics`` (the two models' rules),
+``gpu_order`` (the artifact's GPU-id-order placement),
+``events`` (event kernel and log records),
 ``state`` (per-job state), ``engine`` (the loop), ``workload`` (synthetic traces),
 ``metrics`` (summary, ``jobs.csv``, time series), ``plots`` (matplotlib figures).
 """
@@ -24,15 +29,19 @@ Modules: ``config`` (frozen :class:`SimConfig`), ``events`` (event kernel and lo
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimResult, SimulationError, simulate
 from synergy_opt.sim.metrics import summarize, write_outputs
+from synergy_opt.sim.semantics import Semantics, get_semantics, semantics_names
 from synergy_opt.sim.workload import WorkloadSpec, generate_workload
 
 __all__ = [
+    "Semantics",
     "SimConfig",
     "SimResult",
     "SimulationError",
     "WorkloadSpec",
     "generate_workload",
+    "get_semantics",
     "paper_cluster",
+    "semantics_names",
     "simulate",
     "summarize",
     "write_outputs",

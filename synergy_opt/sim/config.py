@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from synergy_opt.sim.semantics import DEFAULT, Semantics
 from synergy_opt.types import Cluster, Server
 
 
@@ -55,6 +56,10 @@ class SimConfig:
     time_scale
         Multiply every arrival time and duration by this factor before simulating (replay a
         long real trace faster, or stretch it; the load shape is unchanged).
+    semantics
+        How jobs' speed-ups and placement are modelled: the throughput-matrix model
+        (``default``) or the paper simulator's rules (``artifact``); see
+        :mod:`synergy_opt.sim.semantics`.
     """
 
     cluster: Cluster
@@ -67,6 +72,7 @@ class SimConfig:
     check_rounds: bool = False
     max_jobs: int | None = None
     time_scale: float = 1.0
+    semantics: Semantics = DEFAULT
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_s) and self.round_s > 0):

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from synergy_opt.check import check_allocation
-from synergy_opt.mechanisms import Mechanism, make_mechanism
+from synergy_opt.mechanisms import Mechanism
 from synergy_opt.policies import PolicyKey, get_policy, is_static, policy_names
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.sim.config import SimConfig
@@ -396,7 +396,7 @@ def simulate(
         In ``check_rounds`` mode, any invalid allocation; or a queue that can never drain.
     """
     t0 = time.perf_counter()
-    mech = make_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+    mech = config.semantics.make_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
     if isinstance(policy, str):
         policy_name, key = policy, get_policy(policy)
     else:

@@ -122,6 +122,7 @@ def summarize(result: SimResult, seed: int | None = None) -> dict[str, Any]:
         "wall_seconds": _r(result.wall_seconds),
         # Extensions (optional fields, FORMATS.md allows adding them).
         "window": window,
+        "semantics": cfg.semantics.name,
         "jobs_total": len(result.jobs),
         "jobs_measured_finished": len(done),
         "round_seconds": _r(r),

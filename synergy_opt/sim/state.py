@@ -95,7 +95,7 @@ def prepare_jobs(
                 prof = profiles.get(j.model)
             except KeyError as e:
                 raise InputError(f"trace: job {j.id}: model: {e.args[0]}") from None
-            m = prof.matrix(j.gpus)
+            m = config.semantics.job_matrix(prof, j.gpus, config.cluster)
             # One object per distinct matrix (several models share identical ones), so the
             # mechanisms' per-matrix caches hit by identity instead of comparing values.
             m = matrices[key] = canonical.setdefault(m, m)
