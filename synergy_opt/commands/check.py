@@ -11,8 +11,14 @@ from synergy_opt.io import load_allocation, load_instance
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``check`` sub-command."""
     p = sub.add_parser("check", help="check an allocation", description=__doc__)
-    p.add_argument("instance", metavar="INSTANCE.json")
-    p.add_argument("allocation", metavar="ALLOCATION.json")
+    p.add_argument(
+        "instance", metavar="INSTANCE.json", help="round instance (docs/formats.md section 1)"
+    )
+    p.add_argument(
+        "allocation",
+        metavar="ALLOCATION.json",
+        help="allocation to check against it (docs/formats.md section 2)",
+    )
     p.add_argument(
         "--fair-share", action="store_true", help="also flag jobs below their fair-share throughput"
     )

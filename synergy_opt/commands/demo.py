@@ -27,7 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``demo`` sub-command."""
     p = sub.add_parser("demo", help="solve the built-in 128-GPU round with every mechanism")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", default="out/demo", metavar="DIR")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="out/demo",
+        metavar="DIR",
+        help="folder for instance.json and allocation-<mechanism>.json (default out/demo)",
+    )
     p.set_defaults(func=run)
 
 

@@ -3,8 +3,9 @@
 Either replay a profile as ground truth (``--model NAME``, from the shipped profiles or
 ``--profiles FILE``) to see what the method costs and how far it lands, or profile the
 user's own command (``--command "CMD {cpus}"``), run once per core count pinned to that many
-cores.  The output is a ``synergy-profile/1`` report whose ``sensitivity`` object is
-FORMATS.md section 1's, ready to paste into a round instance.
+cores.  The method is the paper's optimistic profiling (OSDI '22, Section 3).  The output is
+a ``synergy-profile/1`` report (docs/formats.md section 6) whose ``sensitivity`` object is a
+round's (section 1), ready to paste into a round instance.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from synergy_opt.profiling import (
 
 log = logging.getLogger(__name__)
 
-#: The paper's server (seed): a full grid is every core count x 10 memory points up to 500 GB.
+#: The paper's server (Section 3): a full grid is every core count x 10 memory points to 500 GB.
 PAPER_SERVER_MEM_GB = 500.0
 PAPER_MEM_POINTS = 10
 DEFAULT_TIMEOUT_S = 600.0
@@ -170,7 +171,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="SECONDS",
         help="--command: per-point time limit (default 600); the process group is killed",
     )
-    p.add_argument("-o", "--output", default=None, metavar="PROFILE.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="PROFILE.json",
+        help="write the synergy-profile/1 report here (docs/formats.md section 6; "
+        "default: standard output)",
+    )
     p.set_defaults(func=run)
 
 

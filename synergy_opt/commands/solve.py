@@ -29,7 +29,9 @@ SOLVERS = ("highs", "ortools")
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``solve`` sub-command."""
     p = sub.add_parser("solve", help="allocate one round instance", description=__doc__)
-    p.add_argument("instance", metavar="INSTANCE.json")
+    p.add_argument(
+        "instance", metavar="INSTANCE.json", help="round instance (docs/formats.md section 1)"
+    )
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanism_names())}")
     p.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
     p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
@@ -45,7 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "big for any server still count"
         ),
     )
-    p.add_argument("-o", "--output", default=None, metavar="ALLOCATION.json")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="ALLOCATION.json",
+        help="write the allocation here (docs/formats.md section 2; default: standard output)",
+    )
     p.set_defaults(func=run)
 
 

@@ -46,13 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tsub.required = True
     c = tsub.add_parser(
         "convert",
-        help="public trace -> job trace CSV (FORMATS.md section 5)",
+        help="public trace -> job trace CSV (docs/formats.md section 5)",
         description="Convert a public trace into synergy-opt's job trace; see docs/real-traces.md.",
     )
-    c.add_argument("--from", dest="kind", required=True, choices=sorted(CONVERTERS))
+    c.add_argument("--from", dest="kind", required=True, choices=sorted(CONVERTERS),
+                   help="the public trace the INPUT files come from")
     c.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="alibaba-gpu-2023: pod list (+ node list); philly: cluster_job_log")
-    c.add_argument("-o", "--output", required=True, metavar="TRACE.csv")
+    c.add_argument("-o", "--output", required=True, metavar="TRACE.csv",
+                   help="job trace to write (docs/formats.md section 5)")
     c.add_argument("--cluster-out", default=None, metavar="CLUSTER.json",
                    help="write the node list as a cluster object (alibaba-gpu-2023)")
     c.add_argument("--seed", type=int, default=0, help="seed of the task -> model rule")
