@@ -158,6 +158,9 @@ ALLOC_THROUGHPUT = Limit(
     unit="work/s",
     why="a job's or the round's throughput in an allocation",
 )
+SUMMARY_METRIC = Limit(
+    "summary_metric", 0, 1e18, why="a metric a report reads back from a summary (JCT hours)"
+)
 SOLVE_SECONDS = Limit("solve_seconds", 0, 1e9, unit="s", why="reported solve time")
 # Traces and simulation horizon.
 JOBS = Limit(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io as _io
-import json
 import math
 import os
 from collections import defaultdict
@@ -24,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.errors import InputError
-from synergy_opt.io import write_text_atomic
+from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.io import read_json, write_text_atomic
+from synergy_opt.limits import SUMMARY_METRIC
 from synergy_opt.sweep.runner import MANIFEST, cells_dir
-from synergy_opt.sweep.spec import OPTIONS, make_cell
+from synergy_opt.sweep.spec import OPTIONS, Cell, make_cell
 
 #: Columns that depend on the machine and the moment, not on the simulation.
 TIMING_COLUMNS: tuple[str, ...] = (
@@ -67,10 +67,42 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _axes(root: Path) -> list[str]:
+    """The spec's axis names from the manifest (none when it is missing or damaged)."""
     try:
-        return list(json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("axes", []))
-    except (OSError, ValueError):
+        manifest = read_json(root / MANIFEST)
+    except InputError:
         return []
+    axes = manifest.get("axes") if isinstance(manifest, dict) else None
+    return [a for a in axes if isinstance(a, str)] if isinstance(axes, list) else []
+
+
+#: Summary fields the report computes with; a cell without them is damaged.
+REQUIRED_METRICS: tuple[str, ...] = ("avg_jct_hours", "p99_jct_hours")
+
+
+def _read_cell(folder: Path) -> tuple[Cell, dict[str, Any]]:
+    """A finished cell's options and summary, or one ReportError naming file and field."""
+    try:
+        rec = read_json(folder / "cell.json")
+        summary = read_json(folder / "summary.json")
+    except InputError as e:
+        raise ReportError(f"{e} (a damaged cell folder: delete it and rerun the sweep)") from None
+    if not isinstance(rec, dict) or not isinstance(rec.get("options"), dict):
+        raise ReportError(f"{folder / 'cell.json'}: options: expected an object")
+    try:
+        cell = make_cell(rec["options"], where=f"{folder / 'cell.json'}: options")
+    except InputError as e:
+        raise ReportError(str(e)) from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{folder / 'summary.json'}: expected an object")
+    for name in REQUIRED_METRICS:
+        if name not in summary:
+            raise ReportError(f"{folder / 'summary.json'}: {name}: missing required field")
+        try:
+            SUMMARY_METRIC.check(summary[name])
+        except ValidationError as e:
+            raise ReportError(f"{folder / 'summary.json'}: {name}: {e.problem}") from None
+    return cell, summary
 
 
 def load_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -82,12 +114,7 @@ def load_rows(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     for p in sorted(d.iterdir()):
         if not p.is_dir() or p.name.startswith("."):
             continue
-        try:
-            rec = json.loads((p / "cell.json").read_text(encoding="utf-8"))
-            summary = json.loads((p / "summary.json").read_text(encoding="utf-8"))
-            cell = make_cell(rec["options"], where=f"{p}/cell.json: options")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ReportError(f"{p}: damaged cell folder: {e}") from None
+        cell, summary = _read_cell(p)
         row: dict[str, Any] = {"key": p.name, "_set": {k for k, _ in cell.options}}
         row.update(cell.as_dict())
         row.update(
