@@ -20,6 +20,7 @@ from synergy_opt.commands.simulate import (
     build_trace,
     check_mechanism,
     check_policy,
+    check_semantics,
     format_table,
     input_files,
     run_one,
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     )
     preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
+    check_semantics(config, mechanisms, "--mechanisms")
     profiles = load_profiles(args.profiles)
     trace = build_trace(args, profiles, config)
     seed = None if args.trace is not None else args.seed

@@ -27,7 +27,6 @@ from synergy_opt.limits import SPLIT_PERCENT
 from synergy_opt.mechanisms import (
     MechanismOptions,
     is_mechanism,
-    make_mechanism,
     mechanism_names,
 )
 from synergy_opt.outputs import Output, preflight
@@ -43,6 +42,7 @@ from synergy_opt.sim.metrics import (
     summarize,
     write_outputs,
 )
+from synergy_opt.sim.semantics import get_semantics, semantics_names
 from synergy_opt.sim.workload import (
     ASSIGNMENTS,
     DURATIONS,
@@ -143,6 +143,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="debug: check every round's allocation independently",
     )
+    e.add_argument(
+        "--semantics",
+        choices=semantics_names(),
+        default="default",
+        help="default: the throughput-matrix model; artifact: the paper simulator's "
+        "multi-GPU rules (GPU-id-order placement, capped TUNE demands; "
+        "docs/artifact-semantics.md)",
+    )
     e.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
     e.add_argument(
         "--time-limit",
@@ -214,7 +222,17 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         check_rounds=args.check_rounds,
         max_jobs=args.max_jobs,
         time_scale=args.time_scale,
+        semantics=get_semantics(args.semantics),
     )
+
+
+def check_semantics(config: SimConfig, names: Sequence[str], option: str) -> None:
+    """UsageError unless every mechanism in ``names`` exists under ``config.semantics``."""
+    for name in names:
+        try:
+            config.semantics.make_mechanism(name)
+        except KeyError as e:
+            raise UsageError(f"{option}/--semantics {config.semantics.name}: {e.args[0]}") from None
 
 
 def build_trace(
@@ -337,7 +355,7 @@ def run_one(
     return simulate(
         config,
         trace,
-        make_mechanism(mechanism, mechanism_options(args)),
+        config.semantics.make_mechanism(mechanism, mechanism_options(args)),
         policy,
         profiles=profiles,
         progress=progress,
@@ -399,6 +417,7 @@ def run(args: argparse.Namespace) -> int:
     files = (SUMMARY_FILE, JOBS_FILE) + ((TIMELINE_PNG, JCT_CDF_PNG) if args.plots else ())
     preflight(input_files(args), [Output("-o", args.output, folder=True, files=files)])
     config = build_config(args)
+    check_semantics(config, [args.mechanism], "--mechanism")
     profiles = load_profiles(args.profiles)
     trace = build_trace(args, profiles, config)
     try:
