@@ -88,9 +88,7 @@ def test_every_mechanism_passes_the_checker(name: str, inst: RoundInstance) -> N
 
 
 #: Mechanisms that promise every placed job its fair-share throughput.
-FAIR_SHARE_MECHANISMS = [
-    m for m in ("tune", "tune-sorted", "proportional") if m in mechanism_names()
-]
+FAIR_SHARE_MECHANISMS = mechanism_names(keeps_fair_share=True, uses_solver=False)
 
 
 @pytest.mark.parametrize("name", FAIR_SHARE_MECHANISMS)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from synergy_opt.io import InputError, cluster_from_dict
-from synergy_opt.mechanisms import make_mechanism
+from synergy_opt.mechanisms import make_mechanism, mechanism_names
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.sim import (
     SimConfig,
@@ -30,7 +30,8 @@ from synergy_opt.types import Allocation, RoundInstance
 
 ABS_TOL = REL_TOL = 1e-6
 DATA = Path(__file__).parent / "data" / "sim"
-HEURISTICS = ("proportional", "greedy", "tune", "tune-sorted", "tetris")
+#: Every registered mechanism that needs no solver (the registry's capability flags).
+HEURISTICS = mechanism_names(uses_solver=False)
 POLICIES = ("fifo", "srtf", "las", "ftf", "drf")
 
 
