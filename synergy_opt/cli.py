@@ -2,7 +2,7 @@
 
 Each sub-command lives in ``synergy_opt.commands.<name>`` and exposes
 ``register(subparsers)``; it sets ``func`` to a ``run(args) -> int`` callable.  This module
-only wires them up, configures logging and maps errors to exit codes (FORMATS.md section 3):
+only wires them up, configures logging and maps errors to exit codes (docs/formats.md section 3):
 0 success, 1 violations or no feasible answer, 2 bad input or usage.
 """
 

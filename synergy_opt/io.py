@@ -1,4 +1,4 @@
-"""JSON <-> types for ``synergy-round/1`` and ``synergy-allocation/1`` (FORMATS.md 1-2).
+"""JSON <-> types for ``synergy-round/1`` and ``synergy-allocation/1`` (docs/formats.md 1-2).
 
 Every problem with an input file becomes one :class:`InputError` whose message names the
 file, the field path and the problem, e.g.
@@ -233,7 +233,7 @@ def matrix_from_dict(
 
 
 def matrix_to_dict(w: ThroughputMatrix) -> dict[str, Any]:
-    """Serialise a throughput matrix as FORMATS.md's ``sensitivity`` object."""
+    """Serialise a throughput matrix as docs/formats.md's ``sensitivity`` object."""
     return {
         "cpus": list(w.cpus),
         "mem_gb": list(w.mem_gb),
@@ -305,7 +305,7 @@ def instance_to_dict(inst: RoundInstance) -> dict[str, Any]:
 
 
 def allocation_to_dict(alloc: Allocation) -> dict[str, Any]:
-    """Serialise an allocation exactly as FORMATS.md section 2 lays it out."""
+    """Serialise an allocation exactly as docs/formats.md section 2 lays it out."""
     d: dict[str, Any] = {
         "format": ALLOCATION_FORMAT,
         "instance": alloc.instance,

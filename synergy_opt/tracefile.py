@@ -1,4 +1,4 @@
-"""Job traces as CSV (FORMATS.md section 5): one row per job, header required.
+"""Job traces as CSV (docs/formats.md section 5): one row per job, header required.
 
 Required columns ``id, arrival_s, gpus, model, duration_s``; optional ``category``,
 ``split_penalty`` and ``gpu_types`` (allowed GPU types joined by ``;``).  Any other column is

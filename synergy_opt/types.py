@@ -127,7 +127,7 @@ class ThroughputMatrix:
     """W_j over a grid of *total* cores (ascending ints) and memory (ascending GB).
 
     The floor look-up is the single definition of "throughput of an allocation" used by
-    every mechanism (FORMATS.md section 1): the value at the largest grid point that does
+    every mechanism (docs/formats.md section 1): the value at the largest grid point that does
     not exceed the allocation in either dimension, 0 below the grid.
     """
 
@@ -335,7 +335,7 @@ class JobAllocation:
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    """A mechanism's answer for one round (FORMATS.md ``synergy-allocation/1``)."""
+    """A mechanism's answer for one round (docs/formats.md ``synergy-allocation/1``)."""
 
     instance: str
     mechanism: str

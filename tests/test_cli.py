@@ -1,4 +1,4 @@
-"""The command line: exit codes, outputs, determinism (FORMATS.md section 3)."""
+"""The command line: exit codes, outputs, determinism (docs/formats.md section 3)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The search is tested on crafted curves (flat, linear, saturating, noisy, failing points)
 and on random non-decreasing curves; the cache model at its limits and against the shipped
-matrices it was calibrated on; the report against FORMATS.md's ``sensitivity`` object.
+matrices it was calibrated on; the report against docs/formats.md's ``sensitivity`` object.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def build_from_data(data: dict[str, Any]) -> pyo.ConcreteModel:  # noqa: C901 - 
 
     @m.Constraint(m.JS)
     def ext_part_has_gpu(m: pyo.ConcreteModel, j: int, s: int) -> Any:
-        """a[j,s] >= u[j,s].  Why: every placement part holds at least one GPU (FORMATS.md)."""
+        """a[j,s] >= u[j,s].  Why: every placement part holds at least one GPU (docs/formats.md)."""
         return m.a[j, s] >= m.u[j, s]
 
     @m.Constraint(m.JS)

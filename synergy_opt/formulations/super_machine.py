@@ -1,4 +1,4 @@
-"""The super-machine model, LP (1)-(5) of Synergy-OPT (seed section 2), as a Pyomo model.
+"""The super-machine model, LP (1)-(5) of Synergy-OPT (OSDI '22, Section 4), as a Pyomo model.
 
 All servers are pooled into one machine with C cores and M GB.  Each job j picks exactly one
 grid point [c, m] of its throughput matrix W_j (binary y[j, q]), the picks share C and M,

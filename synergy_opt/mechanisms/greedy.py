@@ -1,4 +1,4 @@
-"""GREEDY: the paper's strawman (seed section 4).
+"""GREEDY: the paper's strawman (OSDI '22, Section 4).
 
 Jobs are taken in priority order, each asking for its best-throughput demand, and placed
 first-fit in all dimensions; a job that does not fit is skipped.  It exhausts cores and

@@ -1,4 +1,4 @@
-"""Synergy-TUNE, the deployed heuristic (seed section 3).
+"""Synergy-TUNE, the deployed heuristic (OSDI '22, Section 4).
 
 1. Runnable set: the top jobs, in priority order, whose GPU demands the free GPUs satisfy
    exactly (auxiliary demands are ignored here, so GPUs never idle at full load).

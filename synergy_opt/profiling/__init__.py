@@ -3,7 +3,7 @@
 The CPU axis is measured at full memory by a budgeted binary search over core counts
 (:mod:`.search`); the memory axis comes from an analytic cache model (:mod:`.memory_model`);
 measurements come from a replayed profile or the user's own command (:mod:`.backends`); the
-result is a FORMATS.md ``sensitivity`` object inside a report (:mod:`.report`).
+result is a docs/formats.md ``sensitivity`` object inside a report (:mod:`.report`).
 :mod:`.workload` is a small, real CPU-bound data pipeline to profile.
 """
 

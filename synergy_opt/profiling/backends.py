@@ -2,7 +2,7 @@
 
 * :class:`ReplayBackend` reads a profile (shipped or a user's) as ground truth, so the
   method's cost and error can be measured without a GPU.  The profile's CPU axis is refined
-  to every core count by the floor rule -- exactly the floor look-up of FORMATS.md section 1,
+  to every core count by the floor rule -- exactly the floor look-up of docs/formats.md section 1,
   so "the truth at 7 cores" is what every mechanism would take it to be, and no speed-up is
   invented between the profile's points.
 * :class:`CommandBackend` runs the user's own command once per core count, pinned to that

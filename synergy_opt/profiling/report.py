@@ -2,7 +2,7 @@
 
 The report says what profiling cost (points measured, minutes at a given time per point),
 what the full grid would have cost, the reduction factor, and -- for a replayed profile --
-how far the profiled matrix is from the truth.  Its ``sensitivity`` object is FORMATS.md
+how far the profiled matrix is from the truth.  Its ``sensitivity`` object is docs/formats.md
 section 1's, ready to paste into a round instance.
 """
 

@@ -1,6 +1,6 @@
 """Optimistic profiling of the CPU axis: a budgeted binary search over core counts.
 
-The paper (seed section 1) profiles only the CPU axis, at full memory, and picks the core
+The paper (OSDI '22, Section 3) profiles only the CPU axis, at full memory, and picks the core
 counts by binary search: "descend into the lower half when a profiled point yields less than
 a fixed threshold (say 10%) throughput improvement, else profile more of the upper half",
 reaching about 8 points instead of 24.  This module implements that search against an
@@ -31,7 +31,7 @@ The search, in four steps:
 
 Unmeasured core counts are filled by a **step (floor) rule over the running maximum**: W(c)
 is the best throughput measured at some c' <= c.  Why step and not linear: it is exactly the
-floor look-up every mechanism applies to W (FORMATS.md section 1), and it is the only
+floor look-up every mechanism applies to W (docs/formats.md section 1), and it is the only
 interpolation that can never exceed a non-decreasing true curve -- linear interpolation
 between 6 and 9 cores of ``res18`` (1.75 -> 2.4) would promise 1.97 at 7 cores, where the job
 really runs at 1.75.  An over-estimate is what hurts a scheduler (it hands out cores that buy

@@ -1,4 +1,4 @@
-"""Metrics from a run's logs: the summary (FORMATS.md section 4), ``jobs.csv``, time series.
+"""Metrics from a run's logs: the summary (docs/formats.md section 4), ``jobs.csv``, time series.
 
 Everything here is computed after the run from :class:`~synergy_opt.sim.engine.SimResult`
 (job and round records), so adding a metric never touches the event loop.
@@ -120,7 +120,7 @@ def summarize(result: SimResult, seed: int | None = None) -> dict[str, Any]:
         },
         "seed": seed,
         "wall_seconds": _r(result.wall_seconds),
-        # Extensions (optional fields, FORMATS.md allows adding them).
+        # Extensions (optional fields, docs/formats.md allows adding them).
         "window": window,
         "semantics": cfg.semantics.name,
         "jobs_total": len(result.jobs),

@@ -1,4 +1,4 @@
-"""Converters from public cluster traces to synergy-opt's job trace (FORMATS.md section 5).
+"""Converters from public cluster traces to synergy-opt's job trace (docs/formats.md section 5).
 
 Each converter is a function ``convert(inputs, options, profiles) -> Conversion`` registered
 in :data:`CONVERTERS` under the name ``synergy-opt trace convert --from`` accepts; adding a

@@ -1,4 +1,4 @@
-"""Alibaba GPU cluster trace 2023 (``openb_pod_list_*.csv``) -> job trace (FORMATS.md 5).
+"""Alibaba GPU cluster trace 2023 (``openb_pod_list_*.csv``) -> job trace (docs/formats.md 5).
 
 Built for the schema, not one file: every ``openb_pod_list_*`` variant (default, multi-GPU,
 CPU-heavy, GPU-sharing, ``gpuspec``) has the columns ``name, cpu_milli, memory_mib, num_gpu,
@@ -240,7 +240,7 @@ def fits_cluster(job: TraceJob, cluster: Cluster, tally: Tally) -> bool:
 def proportional_placeable(gpus: int, allowed: Sequence[Server], cluster: Cluster) -> bool:
     """Whether the empty cluster could host ``gpus`` GPUs at the GPU-proportional share.
 
-    The share comes from the cluster totals (FORMATS.md), so on a heterogeneous cluster it
+    The share comes from the cluster totals (docs/formats.md), so on a heterogeneous cluster it
     can exceed what the allowed servers have (a P100-only task: 16 cores for 2 GPUs, share
     17 cores per GPU).  PROPORTIONAL could then never run the job and a simulation would
     never end; such jobs are skipped and counted.  A job may be spread over servers, each

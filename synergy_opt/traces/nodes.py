@@ -1,4 +1,4 @@
-"""Alibaba GPU-2023 node list -> :class:`~synergy_opt.types.Cluster` (FORMATS.md section 1).
+"""Alibaba GPU-2023 node list -> :class:`~synergy_opt.types.Cluster` (docs/formats.md section 1).
 
 Columns ``sn, cpu_milli, memory_mib, gpu, model``.  Each node becomes one server named by its
 ``sn``:
@@ -8,7 +8,7 @@ Columns ``sn, cpu_milli, memory_mib, gpu, model``.  Each node becomes one server
   memory axis is in the same unit, so a 500 GB server of the paper is 500 of these;
 - ``gpu_type`` = ``model`` (``G2``, ``T4``, ``V100M16``...), none for GPU-less nodes.
 
-Nodes without GPUs are **dropped by default**: FORMATS.md computes every job's
+Nodes without GPUs are **dropped by default**: docs/formats.md computes every job's
 GPU-proportional share from the cluster totals C, M and G, and cores on a GPU-less server
 would enlarge that share although no job (jobs sit on their GPUs' servers) can ever use
 them.  ``cpu_nodes="keep"`` keeps them as ``gpus: 0`` servers for those who want the raw

@@ -1,4 +1,4 @@
-"""Philly ``cluster_job_log`` (msr-fiddle/philly-traces) -> job trace (FORMATS.md 5).
+"""Philly ``cluster_job_log`` (msr-fiddle/philly-traces) -> job trace (docs/formats.md section 5).
 
 The log is one JSON list of jobs::
 

@@ -1,7 +1,7 @@
 """Cores and memory for a fixed GPU plan: a transportation problem, solved by max-flow.
 
 Once every job's GPUs sit on known servers, a job's cores and memory may come from any
-server where it has GPUs (FORMATS.md: parts need >= 1 GPU, cores and memory are free per
+server where it has GPUs (docs/formats.md: parts need >= 1 GPU, cores and memory are free per
 part).  Jobs on one server take their point from that server; a spread job draws from the
 servers it spans.  Cores and memory are two independent bipartite flows
 (source -> job -> server -> sink), so the points deploy iff both max-flows saturate the
