@@ -3,7 +3,7 @@
 Shapes follow the Alibaba GPU-2023 cluster (CPU:GPU ratios 4 to 52, memory 30-128 GiB per
 GPU, several GPU models); jobs may restrict themselves to a few GPU types, as ``gpu_spec``
 does.  Every registered mechanism's answer must pass the independent checker; PROPORTIONAL
-and TUNE must also keep every placed job at its fair share (FORMATS.md: computed from the
+and TUNE must also keep every placed job at its fair share (docs/formats.md: computed from the
 cluster totals even here), PROPORTIONAL only where it has no split penalty to pay.
 """
 
@@ -97,7 +97,7 @@ FAIR_SHARE_MECHANISMS = mechanism_names(keeps_fair_share=True, uses_solver=False
 def test_fair_share_kept_on_heterogeneous_clusters(name: str, inst: RoundInstance) -> None:
     if name == "proportional":
         # The baseline pays the split penalty whenever it must spread; the floor is only
-        # promised where no penalty applies (FORMATS.md: "where feasible").
+        # promised where no penalty applies (docs/formats.md section 1).
         inst = RoundInstance(
             inst.name,
             inst.cluster,

@@ -68,7 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--policies", default="fifo", help=f"comma-separated; known: {', '.join(policy_names())}"
     )
-    p.add_argument("-o", "--output", default="out/compare", metavar="DIR")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="out/compare",
+        metavar="DIR",
+        help="folder for compare.json, jct_cdf.png and one sub-folder per run "
+        "(docs/formats.md section 4)",
+    )
     add_common_options(p)
     p.set_defaults(func=run)
 

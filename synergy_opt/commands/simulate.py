@@ -1,6 +1,6 @@
 """``synergy-opt simulate``: replay a trace (a file or a generated paper workload) on a cluster.
 
-Writes ``DIR/summary.json`` and ``DIR/jobs.csv`` (FORMATS.md section 4) and prints a short
+Writes ``DIR/summary.json`` and ``DIR/jobs.csv`` (docs/formats.md section 4) and prints a short
 table.  The option parsing here is shared with ``synergy-opt compare``.
 """
 
@@ -72,13 +72,22 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         "--cluster",
         metavar="CLUSTER.json",
         default=None,
-        help="a cluster object (FORMATS.md section 1) instead of the four options above",
+        help="a cluster object (docs/formats.md section 1) instead of the four options above",
     )
     w = p.add_argument_group("workload")
     w.add_argument(
-        "--trace", metavar="TRACE.csv", default=None, help="replay this trace (FORMATS.md 5)"
+        "--trace",
+        metavar="TRACE.csv",
+        default=None,
+        help="replay this trace (docs/formats.md section 5)",
     )
-    w.add_argument("--workload", choices=WORKLOADS, default="single-gpu")
+    w.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="single-gpu",
+        help="the paper's job mix: single-gpu (all 1 GPU) or multi-gpu "
+        "(1/2/4/8 GPUs, 70/10/15/5%%)",
+    )
     w.add_argument("--jobs", type=positive_int, default=1000, help="jobs to generate")
     w.add_argument(
         "--arrival-rate",
@@ -402,7 +411,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("simulate", help="replay a job trace on a cluster", description=__doc__)
     p.add_argument("--policy", default="fifo", help=f"one of: {', '.join(policy_names())}")
     p.add_argument("--mechanism", default="tune", help=f"one of: {', '.join(mechanism_names())}")
-    p.add_argument("-o", "--output", default="out/simulate", metavar="DIR")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="out/simulate",
+        metavar="DIR",
+        help="folder for summary.json and jobs.csv (docs/formats.md section 4)",
+    )
     p.add_argument(
         "--plots", action="store_true", help="also write utilisation.png and jct_cdf.png"
     )
