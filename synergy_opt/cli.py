@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from synergy_opt.commands.common import UsageError
 from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.limits import OPTION_LIMITS, check_options
+from synergy_opt.outputs import flush_stdout, stdout_failure
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -84,9 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         check_option_limits(args)
-        return int(args.func(args))
+        code = int(args.func(args))
+        flush_stdout()  # a full standard output is one line too, not a traceback at exit
+        return code
     except (InputError, UsageError) as e:
         print(str(e), file=sys.stderr)
+        return 2
+    except OSError as e:
+        err = stdout_failure(e)
+        if err is None:
+            raise
+        print(str(err), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -246,19 +246,44 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 
 def write_stdout(text: str) -> None:
-    """Write ``text`` to standard output; a failed write (``> /dev/full``) is one line.
-
-    The unwritten bytes would otherwise be flushed again at exit and fail with a traceback,
-    so standard output is pointed at the null device after a failure.
-    """
+    """Write ``text`` to standard output now; a failed write (``> /dev/full``) is one line."""
     try:
         sys.stdout.write(text)
+    except OSError as e:
+        _drop_stdout()
+        raise OutputError(f"standard output: cannot write: {_reason(e)}") from None
+    flush_stdout()
+
+
+def flush_stdout() -> None:
+    """Flush standard output; a failure is one :class:`OutputError` line.
+
+    The unwritten bytes would otherwise be flushed again at exit and fail there with a
+    traceback, so standard output is pointed at the null device after a failure.
+    """
+    try:
         sys.stdout.flush()
     except OSError as e:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):  # no real file descriptor (captured output)
-            pass
+        _drop_stdout()
         raise OutputError(f"standard output: cannot write: {_reason(e)}") from None
+
+
+def stdout_failure(e: OSError) -> OutputError | None:
+    """The one-line error for ``e`` if it is a failed write to standard output, else None.
+
+    Files are written through :func:`atomic_path`, whose errors name their path, so an
+    ``OSError`` without a file name reaching the command line comes from ``print``.
+    """
+    if e.filename is not None:
+        return None
+    _drop_stdout()
+    return OutputError(f"standard output: cannot write: {_reason(e)}")
+
+
+def _drop_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (captured output)
+        pass

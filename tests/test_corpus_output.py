@@ -287,7 +287,17 @@ def test_sweep_cell_on_full_disk_leaves_no_partial_cell(ws: Path) -> None:
     assert cells.is_dir() and list(cells.iterdir()) == []  # no cell, no temporary folder
 
 
-@pytest.mark.parametrize("command", [SOLVE, GENERATE, PROFILE])
+@pytest.mark.parametrize(
+    "command",
+    [
+        SOLVE,  # the JSON result
+        GENERATE,
+        PROFILE,
+        ("simulate", "--trace", "trace.csv", "-o", "out"),  # the printed table
+        (*CONVERT, "-o", "conv.csv"),  # the row accounting
+    ],
+    ids=["solve", "generate", "profile", "simulate", "convert"],
+)
 def test_failing_standard_output_is_one_line(ws: Path, command: tuple[str, ...]) -> None:
     with open("/dev/full", "w") as full:
         r = subprocess.run(
