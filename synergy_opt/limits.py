@@ -76,7 +76,10 @@ class Limit:
             v: int | float = int(t) if self.integer and _looks_int(t) else float(t)
         except ValueError:
             raise ValidationError("", f"expected {self.describe()}, got {text!r}") from None
-        return self.check(v)
+        try:
+            return self.check(v)
+        except ValidationError as e:  # quote the text as written, not the parsed number
+            raise ValidationError("", f"{e.problem.rsplit(', got ', 1)[0]}, got {text!r}") from None
 
 
 def _looks_int(t: str) -> bool:
@@ -246,11 +249,29 @@ PROFILE_SIZE = Limit(
 )
 # Trace converters (Alibaba pod and node lists).
 ALIBABA_MILLI = Limit(
-    "alibaba_milli", 0, 1e9, unit="milli-cores", why="Alibaba cpu_milli of a pod or node"
+    "alibaba_milli",
+    0,
+    65_536_000,
+    unit="milli-cores",
+    why="Alibaba cpu_milli of a pod or node (server_cpus x 1000)",
 )
-ALIBABA_MIB = Limit("alibaba_mib", 0, 1e12, unit="MiB", why="Alibaba memory_mib")
+ALIBABA_MIB = Limit(
+    "alibaba_mib",
+    0,
+    1_024_000_000,
+    unit="MiB",
+    why="Alibaba memory_mib of a pod or node (server_mem_gb x 1024)",
+)
 ALIBABA_GPUS = Limit(
     "alibaba_gpus", 0, 1024, integer=True, unit="GPUs", why="Alibaba num_gpu / gpu of a pod or node"
+)
+ALIBABA_GPU_MILLI = Limit(
+    "alibaba_gpu_milli",
+    0,
+    1000,
+    integer=True,
+    unit="milli-GPUs",
+    why="Alibaba gpu_milli (a share of one GPU)",
 )
 ALIBABA_TIME_S = Limit(
     "alibaba_time_s", 0, 1e10, unit="s", why="Alibaba creation/scheduled/deletion time"

@@ -177,22 +177,22 @@ def test_alibaba_malformed_rows_name_the_line() -> None:
         "openb-pod-0000", "openb-pod-b011", "openb-pod-0001", "openb-pod-0002"
     ]
     assert conv.report.bad_examples[1] == (
-        f"{BROKEN}: line 6: num_gpu: expected an integer, got 'two'"
+        f"{BROKEN}: line 6: num_gpu: expected an integer in [0, 1024], got 'two'"
     )
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        (6, "num_gpu: expected an integer, got 'two'"),
-        (7, "cpu_milli: must be >= 0, got '-5'"),
+        (6, "num_gpu: expected an integer in [0, 1024], got 'two'"),
+        (7, "cpu_milli: must be a number in [0, 65_536_000], got '-5'"),
         (8, "scheduled_time: 60 is before creation_time 100"),
-        (9, "gpu_milli: must be <= 1000, got '1500'"),
+        (9, "gpu_milli: must be an integer in [0, 1000], got '1500'"),
         (10, "name: must not be empty"),
         (11, "name: duplicate pod name 'openb-pod-0000'"),
         (12, "gpu_spec: empty GPU type in 'V100M16||T4'"),
-        (13, "num_gpu: expected an integer, got '1.5'"),
-        (14, "creation_time: expected a number, got ''"),
+        (13, "num_gpu: expected an integer in [0, 1024], got '1.5'"),
+        (14, "creation_time: expected a number in [0, 1e+10], got ''"),
     ],
 )
 def test_each_broken_row_has_its_own_message(tmp_path: Path, line: int, message: str) -> None:
@@ -243,7 +243,9 @@ def test_stratified_node_sample_keeps_the_mix() -> None:
 def test_malformed_node_row_names_the_line() -> None:
     with pytest.raises(InputError) as e:
         convert("alibaba-gpu-2023", [PODS, NODES_BROKEN])
-    assert str(e.value) == f"{NODES_BROKEN}: line 3: memory_mib: expected a number, got 'lots'"
+    assert str(e.value) == (
+        f"{NODES_BROKEN}: line 3: memory_mib: expected a number in [0, 1_024_000_000], got 'lots'"
+    )
 
 
 def test_inputs_are_told_apart_by_header() -> None:

@@ -38,6 +38,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from synergy_opt.errors import InputError
+from synergy_opt.limits import (
+    ALIBABA_GPU_MILLI,
+    ALIBABA_GPUS,
+    ALIBABA_MIB,
+    ALIBABA_MILLI,
+    ALIBABA_TIME_S,
+    DURATION_S,
+)
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import (
@@ -89,7 +97,7 @@ class Pod:
 
 
 def _optional_time(path: str, line: int, col: str, text: str) -> float | None:
-    return None if is_empty(text) else parse_number(path, line, col, text)
+    return None if is_empty(text) else parse_number(path, line, col, text, ALIBABA_TIME_S)
 
 
 def parse_pod(path: str, line: int, row: dict[str, str]) -> Pod:
@@ -97,14 +105,14 @@ def parse_pod(path: str, line: int, row: dict[str, str]) -> Pod:
     name = row["name"]
     if is_empty(name):
         raise TraceRowError(path, line, "name", "must not be empty")
-    cpu = parse_number(path, line, "cpu_milli", row["cpu_milli"])
-    mem = parse_number(path, line, "memory_mib", row["memory_mib"])
-    gpus = int(parse_number(path, line, "num_gpu", row["num_gpu"], integer=True))
+    cpu = parse_number(path, line, "cpu_milli", row["cpu_milli"], ALIBABA_MILLI)
+    mem = parse_number(path, line, "memory_mib", row["memory_mib"], ALIBABA_MIB)
+    gpus = int(parse_number(path, line, "num_gpu", row["num_gpu"], ALIBABA_GPUS))
     milli_text = row.get("gpu_milli", "")
     if is_empty(milli_text):
         milli = FULL_GPU_MILLI if gpus > 0 else 0
     else:
-        milli = int(parse_number(path, line, "gpu_milli", milli_text, integer=True))
+        milli = int(parse_number(path, line, "gpu_milli", milli_text, ALIBABA_GPU_MILLI))
         if milli > FULL_GPU_MILLI:
             raise TraceRowError(
                 path, line, "gpu_milli", f"must be <= {FULL_GPU_MILLI}, got {milli_text!r}"
@@ -116,7 +124,7 @@ def parse_pod(path: str, line: int, row: dict[str, str]) -> Pod:
         if any(not t for t in parts):
             raise TraceRowError(path, line, "gpu_spec", f"empty GPU type in {spec_text!r}")
         spec = tuple(dict.fromkeys(parts))
-    created = parse_number(path, line, "creation_time", row["creation_time"])
+    created = parse_number(path, line, "creation_time", row["creation_time"], ALIBABA_TIME_S)
     scheduled = _optional_time(path, line, "scheduled_time", row["scheduled_time"])
     deleted = _optional_time(path, line, "deletion_time", row["deletion_time"])
     if scheduled is not None and scheduled < created:
@@ -201,6 +209,10 @@ def pod_to_job(
     if duration <= 0:
         tally.skip("zero run time (deletion_time == scheduled_time)")
         return None
+    if not DURATION_S.contains(duration):
+        problem = f"runs {duration:g} s, more than {DURATION_S.high:g} (limit duration_s)"
+        tally.bad(TraceRowError(tally.source, pod.line, "deletion_time", problem), opts.skip_bad)
+        return None
     cats = category_for_request(pod.cpu_milli / 1000.0 / gpus)
     model = pick_model(profiles, cats, opts.seed, pod.name)
     extra = (
@@ -219,6 +231,7 @@ def pod_to_job(
         category=model.category,
         gpu_types=pod.gpu_spec,
         extra=extra,
+        source=f"{tally.source}: line {pod.line}",
     )
 
 

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from synergy_opt.errors import InputError
+from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.io import read_text
+from synergy_opt.limits import ARRIVAL_S, DURATION_S, Limit
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Cluster
 
@@ -212,11 +213,27 @@ def finish_jobs(jobs: Sequence[TraceJob], opts: ConvertOptions, tally: Tally) ->
         t0 = kept[0].arrival_s
         for j in kept:
             a = (j.arrival_s - t0) / opts.arrival_compression
+            _within(j, "arrival_s", a, ARRIVAL_S, "after the first kept job")
+            _within(j, "duration_s", j.duration_s, DURATION_S, "of run time")
             out.append(replace(j, arrival_s=_round_s(a)))
     report = tally.report(len(out), trimmed)
     models = Counter(j.model for j in out)
     report = replace(report, models=tuple(sorted(models.items())))
     return Conversion(tuple(out), report)
+
+
+def _within(job: TraceJob, name: str, value: float, limit: Limit, what: str) -> None:
+    """InputError naming the job's input line when a converted time leaves its limit.
+
+    The converters' outputs are traces too (docs/limits.md), so a pod list whose times
+    span centuries is refused here, with a hint to convert a slice.
+    """
+    if not limit.contains(value):
+        raise InputError(
+            f"{job.where('converted job ' + job.id)}: {name}: {value:g} s {what}, outside "
+            f"{limit.describe()} (limit {limit.name}, docs/limits.md); select a slice with "
+            "--skip-jobs/--max-jobs"
+        )
 
 
 def _round_s(x: float) -> float:
@@ -297,20 +314,12 @@ def row_dict(path: str, line: int, header: Sequence[str], fields: Sequence[str])
     return {h: v.strip() for h, v in zip(header, fields, strict=True)}
 
 
-def parse_number(
-    path: str, line: int, col: str, text: str, *, minimum: float = 0.0, integer: bool = False
-) -> float:
-    """A finite number >= ``minimum`` (optionally integral) from one CSV field."""
-    what = "an integer" if integer else "a number"
+def parse_number(path: str, line: int, col: str, text: str, limit: Limit) -> float:
+    """A number within ``limit`` (integral for integer limits) from one CSV field."""
     try:
-        v = float(text)
-    except ValueError:
-        raise TraceRowError(path, line, col, f"expected {what}, got {text!r}") from None
-    if not math.isfinite(v) or (integer and not v.is_integer()):
-        raise TraceRowError(path, line, col, f"expected {what}, got {text!r}")
-    if v < minimum:
-        raise TraceRowError(path, line, col, f"must be >= {minimum:g}, got {text!r}")
-    return v
+        return float(limit.parse(text))
+    except ValidationError as e:
+        raise TraceRowError(path, line, col, e.problem) from None
 
 
 #: Field values that mean "no value" in the public traces (pandas writes ``nan``).

@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.limits import ALIBABA_GPUS, ALIBABA_MIB, ALIBABA_MILLI
 from synergy_opt.traces.base import (
     Tally,
     TraceRowError,
@@ -62,9 +63,9 @@ def parse_node(path: str, line: int, row: dict[str, str]) -> Node:
     name = row["sn"]
     if is_empty(name):
         raise TraceRowError(path, line, "sn", "must not be empty")
-    cpu_milli = parse_number(path, line, "cpu_milli", row["cpu_milli"])
-    mem_mib = parse_number(path, line, "memory_mib", row["memory_mib"])
-    gpus = int(parse_number(path, line, "gpu", row["gpu"], integer=True))
+    cpu_milli = parse_number(path, line, "cpu_milli", row["cpu_milli"], ALIBABA_MILLI)
+    mem_mib = parse_number(path, line, "memory_mib", row["memory_mib"], ALIBABA_MIB)
+    gpus = int(parse_number(path, line, "gpu", row["gpu"], ALIBABA_GPUS))
     model = row.get("model", "")
     gpu_type = None if is_empty(model) else model
     return Node(name, gpus, int(cpu_milli // 1000), mem_mib / MIB_PER_GIB, gpu_type)

@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from synergy_opt.errors import InputError
-from synergy_opt.io import read_text
+from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.io import check_json_depth, check_text, read_text
+from synergy_opt.limits import DURATION_S
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import Conversion, ConvertOptions, Tally, TraceRowError, finish_jobs
@@ -48,6 +49,7 @@ _NO_TIME = (None, "", "None", "null")
 def decode_entries(path: str) -> list[tuple[int, Any]]:
     """``(line, value)`` for each element of the top-level JSON list."""
     text = read_text(path, "a JSON job log")
+    check_json_depth(text, path)  # raw_decode would recurse into any depth
     dec = json.JSONDecoder()
     ws = " \t\r\n"
     i = 0
@@ -103,6 +105,10 @@ def _job_fields(path: str, line: int, entry: Any) -> tuple[str, str, datetime, l
     jobid = entry.get("jobid")
     if not isinstance(jobid, str) or not jobid.strip():
         raise TraceRowError(path, line, "jobid", "missing or not a non-empty string")
+    try:
+        check_text(jobid, "jobid")
+    except ValidationError as e:
+        raise TraceRowError(path, line, e.path, e.problem) from None
     submitted = _time(path, line, f"{jobid}.submitted_time", entry.get("submitted_time"))
     if submitted is None:
         raise TraceRowError(path, line, f"{jobid}.submitted_time", "missing")
@@ -179,6 +185,10 @@ def convert(
         if duration <= 0:
             tally.skip("zero run time")
             continue
+        if not DURATION_S.contains(duration):
+            problem = f"run {duration:g} s, more than {DURATION_S.high:g} (limit duration_s)"
+            tally.bad(TraceRowError(path, line, f"{jobid}.attempts", problem), opts.skip_bad)
+            continue
         category = category_by_split(opts.seed, jobid, opts.split)
         model = pick_model(profiles, category, opts.seed, jobid)
         jobs.append(
@@ -190,6 +200,7 @@ def convert(
                 duration_s=duration,
                 category=model.category,
                 extra=(("status", status), ("attempts", str(len(parsed)))),
+                source=f"{path}: line {line}",
             )
         )
     return finish_jobs(jobs, opts, tally)
