@@ -22,6 +22,18 @@ INSTANCES = ROOT / "instances"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def shared_file(*parts: str) -> Path:
+    """A file under ``<repo>/../shared/data``; a missing one fails the test, never skips.
+
+    The shared data sit beside the repository (``SHARED_DATA``), so tests find them from
+    any checkout location without an absolute path.
+    """
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.is_file():
+        pytest.fail(f"shared data file missing: {path} (expected beside the repository)")
+    return path
+
+
 @pytest.fixture
 def root() -> Path:
     """The repository root."""

@@ -1,34 +1,100 @@
-"""Calibration against the paper's own simulator: its recorded trace, its reported JCTs.
+"""Calibration against the paper's own simulator: its recorded traces, its reported JCTs.
 
-The Synergy artifact, run on ``fifo_9jph_seed42.csv`` (128 GPUs, FIFO, 9 jobs/h, split
-20/70/10), reported average JCTs of 83.52 h (PROPORTIONAL) and 22.37 h (TUNE) for jobs
-4000-4999.  Replaying the trace must land within 10% of each.  GREEDY (24.28 h) and the
-demand-sorted ``tune`` are in ``bench/bench_sim.py`` to keep this file's runtime modest.
+Two traces recorded from the Synergy artifact's simulator (``../shared/data/traces/
+synergy-artifact/``, README beside them), 128 GPUs, FIFO:
+
+- single-GPU, 9 jobs/h, jobs 4000-4999: PROPORTIONAL 83.52 h, TUNE 22.37 h;
+- multi-GPU (1/2/4/8 GPUs), 4 jobs/h, jobs 2000-2999: PROPORTIONAL 20.38 h, TUNE 13.89 h.
+
+Under ``--semantics artifact`` (the paper simulator's rules) every run must land within 5%
+of those numbers.  Under ``default`` (the throughput-matrix model) single-GPU runs land
+within 1% of them, as they did before semantics existed; on the multi-GPU trace the matrix
+model's TUNE is slower than the artifact's (its best-fit, largest-first placement
+consolidates CPU-hungry multi-GPU jobs where the artifact spreads jobs in GPU-id order in
+arrival order; ``docs/artifact-semantics.md`` has the ablation), so that number is pinned
+to what the matrix model gives, within ``DEFAULT_PIN_REL_TOL``.  A missing trace fails.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import cache
+from typing import Any
 
 import pytest
 
-from synergy_opt.sim import SimConfig, paper_cluster, simulate, summarize
+from synergy_opt.sim import SimConfig, get_semantics, paper_cluster, simulate, summarize
 from synergy_opt.tracefile import read_trace
 
-TRACE = Path("/work/shared/data/traces/synergy-artifact/fifo_9jph_seed42.csv")
-#: The issue's acceptance band around the artifact's numbers.
-CALIBRATION_REL_TOL = 0.10
+from .conftest import shared_file
+
+SINGLE = ("fifo_9jph_seed42.csv", (4000, 5000))
+MULTI = ("fifo_multigpu_4jph_seed42.csv", (2000, 3000))
+#: The artifact's reported average JCTs (hours), from the traces' README.
+ARTIFACT_AVG_H = {
+    (SINGLE[0], "proportional"): 83.52,
+    (SINGLE[0], "tune"): 22.37,
+    (MULTI[0], "proportional"): 20.38,
+    (MULTI[0], "tune"): 13.89,
+}
+#: The issue's acceptance band for ``--semantics artifact``.
+ARTIFACT_REL_TOL = 0.05
+#: Single-GPU calibration of the matrix model, as it stood before semantics existed.
+SINGLE_GPU_REL_TOL = 0.01
+#: What the matrix model gives for TUNE on the multi-GPU trace (14.94 h; measured when
+#: semantics were introduced) and how far it may move before this test calls it a change.
+DEFAULT_MULTI_TUNE_H = 14.94
+DEFAULT_PIN_REL_TOL = 0.01
+
+
+@cache
+def _avg_jct(trace: str, window: tuple[int, int], mechanism: str, semantics: str) -> float:
+    """One full replay (cached: several tests read the same run)."""
+    jobs = read_trace(shared_file("traces", "synergy-artifact", trace))
+    cfg = SimConfig(paper_cluster(), window=window, semantics=get_semantics(semantics))
+    summary: dict[str, Any] = summarize(simulate(cfg, jobs, mechanism, "fifo"))
+    assert summary["jobs_measured"] == window[1] - window[0]
+    assert summary["jobs_measured_finished"] == window[1] - window[0]
+    assert summary["semantics"] == semantics
+    return float(summary["avg_jct_hours"])
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TRACE.exists(), reason="the workplace's artifact trace is not present")
-@pytest.mark.parametrize(
-    "mechanism, artifact_avg_h", [("proportional", 83.52), ("tune", 22.37)]
-)
-def test_replay_lands_within_ten_percent_of_the_artifact(
-    mechanism: str, artifact_avg_h: float
+@pytest.mark.parametrize("trace", [SINGLE, MULTI], ids=["single-gpu", "multi-gpu"])
+@pytest.mark.parametrize("mechanism", ["proportional", "tune"])
+def test_artifact_semantics_land_within_five_percent(
+    trace: tuple[str, tuple[int, int]], mechanism: str
 ) -> None:
-    cfg = SimConfig(paper_cluster(), window=(4000, 5000))
-    summary = summarize(simulate(cfg, read_trace(TRACE), mechanism, "fifo"))
-    assert summary["jobs_measured"] == 1000
-    assert summary["avg_jct_hours"] == pytest.approx(artifact_avg_h, rel=CALIBRATION_REL_TOL)
+    got = _avg_jct(trace[0], trace[1], mechanism, "artifact")
+    assert got == pytest.approx(ARTIFACT_AVG_H[(trace[0], mechanism)], rel=ARTIFACT_REL_TOL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["proportional", "tune"])
+def test_default_semantics_single_gpu_calibration_unchanged(mechanism: str) -> None:
+    got = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "default")
+    assert got == pytest.approx(ARTIFACT_AVG_H[(SINGLE[0], mechanism)], rel=SINGLE_GPU_REL_TOL)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["proportional", "tune"])
+def test_semantics_agree_on_single_gpu_jobs(mechanism: str) -> None:
+    """The artifact's rules are multi-GPU rules plus placement: one GPU barely tells them apart."""
+    artifact = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "artifact")
+    default = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "default")
+    assert artifact == pytest.approx(default, rel=SINGLE_GPU_REL_TOL)
+
+
+@pytest.mark.slow
+def test_default_semantics_multi_gpu_proportional_matches_the_artifact() -> None:
+    """With every job at its share, placement cannot change PROPORTIONAL's progress."""
+    got = _avg_jct(MULTI[0], MULTI[1], "proportional", "default")
+    assert got == pytest.approx(ARTIFACT_AVG_H[(MULTI[0], "proportional")], rel=ARTIFACT_REL_TOL)
+    assert got == pytest.approx(_avg_jct(MULTI[0], MULTI[1], "proportional", "artifact"))
+
+
+@pytest.mark.slow
+def test_default_semantics_multi_gpu_tune_is_the_matrix_models() -> None:
+    got = _avg_jct(MULTI[0], MULTI[1], "tune", "default")
+    assert got == pytest.approx(DEFAULT_MULTI_TUNE_H, rel=DEFAULT_PIN_REL_TOL)
+    # The documented gap: the matrix model's TUNE is more than the band above the artifact's.
+    assert got > ARTIFACT_AVG_H[(MULTI[0], "tune")] * (1 + ARTIFACT_REL_TOL)
