@@ -255,10 +255,30 @@ def job_from_dict(value: Any, path: str) -> Job:
     if types_raw is not None:
         tp = _R.join(path, "gpu_types")
         gpu_types = tuple(_R.string(t, _R.join(tp, i)) for i, t in enumerate(types_raw))
+    by_type = _R.opt(o, "sensitivity_by_type", path, _matrices_by_type)
     return _wrap(
         path,
-        lambda: Job(jid, gpus, w, model, category, 1.0 if penalty is None else penalty, gpu_types),
+        lambda: Job(
+            jid, gpus, w, model, category, 1.0 if penalty is None else penalty, gpu_types, by_type
+        ),
     )
+
+
+def _matrices_by_type(value: Any, path: str) -> tuple[tuple[str, ThroughputMatrix], ...]:
+    """Parse ``sensitivity_by_type``: GPU type -> a matrix of the ``sensitivity`` schema.
+
+    Whether each type exists in the cluster is the instance's check (it knows the servers).
+    """
+    o = _R.obj(value, path)
+    if not o:
+        raise ValidationError(path, "must map at least one GPU type to a matrix")
+    out = []
+    for t, m in o.items():
+        if not t:
+            raise ValidationError(path, "a GPU type must be a non-empty string")
+        check_text(t, path)
+        out.append((t, matrix_from_dict(m, _R.join(path, t))))
+    return tuple(out)
 
 
 def job_to_dict(job: Job) -> dict[str, Any]:
@@ -273,6 +293,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     if job.gpu_types is not None:
         d["gpu_types"] = list(job.gpu_types)
     d["sensitivity"] = matrix_to_dict(job.sensitivity)
+    if job.sensitivity_by_type is not None:
+        d["sensitivity_by_type"] = {t: matrix_to_dict(w) for t, w in job.sensitivity_by_type}
     return d
 
 

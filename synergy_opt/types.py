@@ -218,10 +218,24 @@ class Job:
     category: str | None = None
     split_penalty: float = 1.0
     gpu_types: tuple[str, ...] | None = None
+    #: W_j per GPU type, ``(type, matrix)`` pairs in file order (FORMATS.md section 1, GPU
+    #: types): on a server of a listed type the job's throughput is looked up there;
+    #: ``sensitivity`` stays the reference type's matrix and that of every type not listed.
+    sensitivity_by_type: tuple[tuple[str, ThroughputMatrix], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ValidationError("id", "must be a non-empty string")
+        if self.sensitivity_by_type is not None:
+            seen_types: set[str] = set()
+            for t, w in self.sensitivity_by_type:
+                if not isinstance(t, str) or not t:
+                    raise ValidationError("sensitivity_by_type", "GPU types must be non-empty")
+                if t in seen_types:
+                    raise ValidationError(f"sensitivity_by_type.{t}", "listed twice")
+                if not isinstance(w, ThroughputMatrix):
+                    raise ValidationError(f"sensitivity_by_type.{t}", "must be a matrix")
+                seen_types.add(t)
         if not _is_int(self.gpus) or self.gpus < 1:
             raise ValidationError("gpus", f"must be an integer >= 1, got {self.gpus!r}")
         if not _finite(self.split_penalty) or not 0 < self.split_penalty <= 1:
@@ -237,6 +251,23 @@ class Job:
         """Whether this job's GPU-type restriction admits ``server``."""
         return self.gpu_types is None or server.gpu_type in self.gpu_types
 
+    def matrix_for(self, gpu_type: str | None) -> ThroughputMatrix:
+        """W_j on a server of ``gpu_type``: its per-type matrix, else ``sensitivity``."""
+        if self.sensitivity_by_type is not None and gpu_type is not None:
+            for t, w in self.sensitivity_by_type:
+                if t == gpu_type:
+                    return w
+        return self.sensitivity
+
+    def matrix_on(self, gpu_types: Iterable[str | None]) -> ThroughputMatrix | None:
+        """The one matrix that applies on servers of ``gpu_types``; ``None`` if they differ.
+
+        A job spanning several GPU types has no single matrix (FORMATS.md: a job runs on
+        one GPU type at a time); :func:`realised_throughput` then takes the slowest type.
+        """
+        found = {id(m): m for m in (self.matrix_for(t) for t in gpu_types)}
+        return next(iter(found.values())) if len(found) == 1 else None
+
 
 @dataclass(frozen=True, slots=True)
 class RoundInstance:
@@ -246,7 +277,7 @@ class RoundInstance:
     cluster: Cluster
     jobs: tuple[Job, ...]
     # Memo of fair-share throughput per (matrix, gpus): read several times per job per round.
-    _fair_memo: dict[tuple[ThroughputMatrix, int], float] = field(
+    _fair_memo: dict[tuple[object, ...], float] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
 
@@ -261,6 +292,16 @@ class RoundInstance:
                 raise ValidationError(
                     f"jobs[{i}].gpus", f"wants {j.gpus} GPUs, the whole cluster has {g_total}"
                 )
+            if j.sensitivity_by_type is not None:
+                known = {s.gpu_type for s in self.cluster.servers}
+                for t, _ in j.sensitivity_by_type:
+                    if t not in known:
+                        have = sorted(x for x in known if x is not None)
+                        raise ValidationError(
+                            f"jobs[{i}].sensitivity_by_type.{t}",
+                            f"no server has GPU type {t!r} (the cluster's types: "
+                            f"{', '.join(have) if have else 'none'})",
+                        )
             if j.gpu_types is not None:
                 usable = sum(s.gpus for s in self.cluster.servers if j.may_use(s))
                 if j.gpus > usable:
@@ -275,13 +316,29 @@ class RoundInstance:
         return self.cluster.fair_share(job.gpus)
 
     def fair_share_throughput(self, job: Job) -> float:
-        """W_j at the GPU-proportional share: the floor TUNE and OPT must keep."""
-        key = (job.sensitivity, job.gpus)
+        """W_j at the GPU-proportional share: the floor TUNE and OPT must keep.
+
+        A job with per-type matrices gets the smallest value over the GPU types it may run
+        on: a type-agnostic GPU-proportional baseline may place it on any of them, so that
+        minimum is what the baseline guarantees (docs/gpu-types.md).
+        """
+        if job.sensitivity_by_type is None:
+            key: tuple[object, ...] = (job.sensitivity, job.gpus)
+        else:
+            key = (job.sensitivity, job.gpus, job.sensitivity_by_type, job.gpu_types)
         w = self._fair_memo.get(key)
         if w is None:
             c, m = self.cluster.fair_share(job.gpus)
-            w = self._fair_memo[key] = job.sensitivity.lookup(c, m)
+            w = min(mat.lookup(c, m) for mat in self.usable_matrices(job))
+            self._fair_memo[key] = w
         return w
+
+    def usable_matrices(self, job: Job) -> tuple[ThroughputMatrix, ...]:
+        """The distinct matrices of ``job`` on the GPU types of the servers it may use."""
+        if job.sensitivity_by_type is None:
+            return (job.sensitivity,)
+        types = dict.fromkeys(s.gpu_type for s in self.cluster.servers if job.may_use(s))
+        return tuple({id(m): m for m in (job.matrix_for(t) for t in types)}.values())
 
     def job_by_id(self) -> dict[str, Job]:
         """Jobs keyed by id."""
@@ -298,6 +355,10 @@ def intern_matrices(jobs: Sequence[Job]) -> tuple[Job, ...]:
     out = []
     for j in jobs:
         w = seen.setdefault(j.sensitivity, j.sensitivity)
+        if j.sensitivity_by_type is not None:
+            typed = tuple((t, seen.setdefault(m, m)) for t, m in j.sensitivity_by_type)
+            if any(a is not b for (_, a), (_, b) in zip(typed, j.sensitivity_by_type, strict=True)):
+                j = replace(j, sensitivity_by_type=typed)
         out.append(j if w is j.sensitivity else replace(j, sensitivity=w))
     return tuple(out)
 
@@ -350,11 +411,22 @@ class Allocation:
     notes: tuple[str, ...] = field(default=())
 
 
-def realised_throughput(job: Job, parts: Sequence[PlacementPart]) -> float:
-    """Throughput of ``job`` given its placement parts (floor look-up, split penalty)."""
+def realised_throughput(
+    job: Job, parts: Sequence[PlacementPart], types: Mapping[str, str | None] | None = None
+) -> float:
+    """Throughput of ``job`` given its placement parts (floor look-up, split penalty).
+
+    ``types`` maps server names to GPU types; a job with per-type matrices is looked up in
+    the matrix of its servers' type, and one spanning several types runs at its slowest
+    type's value (synchronous data-parallel training waits for the slowest worker).
+    """
     cpus = sum(p.cpus for p in parts)
     mem = math.fsum(p.mem_gb for p in parts)
-    w = job.sensitivity.lookup(cpus, mem)
+    if job.sensitivity_by_type is None or types is None:
+        w = job.sensitivity.lookup(cpus, mem)
+    else:
+        kinds = dict.fromkeys(types.get(p.server) for p in parts)
+        w = min(job.matrix_for(t).lookup(cpus, mem) for t in kinds)
     if len({p.server for p in parts}) > 1:
         w *= job.split_penalty
     return w
@@ -376,6 +448,7 @@ def build_allocation(
     deterministic regardless of the order in which it placed jobs.
     """
     order = {s.name: i for i, s in enumerate(inst.cluster.servers)}
+    types = {s.name: s.gpu_type for s in inst.cluster.servers}
     jobs: list[JobAllocation] = []
     unscheduled: list[str] = []
     for job in inst.jobs:
@@ -390,7 +463,7 @@ def build_allocation(
                 if isinstance(p.mem_gb, float)
                 else PlacementPart(p.server, p.gpus, p.cpus, float(p.mem_gb)),
             )
-            w = job.sensitivity.lookup(p.cpus, p.mem_gb)
+            w = job.matrix_for(types.get(p.server)).lookup(p.cpus, p.mem_gb)
             jobs.append(
                 JobAllocation(
                     job.id,
@@ -420,7 +493,7 @@ def build_allocation(
                 cpus=sum(p.cpus for p in ordered),
                 mem_gb=math.fsum(p.mem_gb for p in ordered),
                 placement=ordered,
-                throughput=realised_throughput(job, ordered),
+                throughput=realised_throughput(job, ordered, types),
                 fair_share_throughput=inst.fair_share_throughput(job),
             )
         )
