@@ -244,7 +244,6 @@ PROFILE_SIZE = Limit(
     "profile_size",
     0,
     1e9,
-    low_open=True,
     why="profiling sizes and rates (GB, MB/s, MB per sample, minutes, s)",
 )
 # Trace converters (Alibaba pod and node lists).
