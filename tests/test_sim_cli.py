@@ -107,7 +107,7 @@ def test_compare_runs_every_pair_on_one_trace(tmp_path: Path) -> None:
         (["simulate", "--round-seconds", "0"], "--round-seconds"),
         (["simulate", "--preemption-cost-s", "400"], "--preemption-cost-s"),
         (["simulate", "--jobs", "5", "--window", "0:10"], "window"),
-        (["simulate", "--trace", "/nonexistent.csv"], "no such file"),
+        (["simulate", "--trace", "no-such-folder/trace.csv"], "no such file"),
         (["compare", "--mechanisms", "tune,tune"], "--mechanisms"),
     ],
 )
