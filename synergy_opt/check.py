@@ -15,11 +15,19 @@ it touches, the floor look-up of its throughput).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from synergy_opt.types import Allocation, Cluster, Job, JobAllocation, RoundInstance, Server
+from synergy_opt.types import (
+    Allocation,
+    Cluster,
+    Job,
+    JobAllocation,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+)
 
 #: Absolute slack for throughput and memory comparisons.
 ABS_TOL: float = 1e-6
@@ -39,9 +47,22 @@ class Violation:
         return f"{self.kind}: {self.where}: {self.message}"
 
 
-def _floor_lookup(job: Job, cpus: float, mem: float) -> float:
-    """W_j at the largest grid point <= (cpus, mem); written apart from ThroughputMatrix."""
-    w = job.sensitivity
+def _matrix(job: Job, gpu_type: str | None) -> ThroughputMatrix:
+    """The job's matrix on ``gpu_type``: its ``sensitivity_by_type`` entry, else the default."""
+    for t, w in job.sensitivity_by_type or ():
+        if t == gpu_type:
+            return w
+    return job.sensitivity
+
+
+def _typed_lookup(job: Job, gpu_types: Iterable[str | None], cpus: float, mem: float) -> float:
+    """The floor look-up on servers of ``gpu_types``: the slowest type's value when several."""
+    values = [_floor_lookup(_matrix(job, t), cpus, mem) for t in set(gpu_types)]
+    return min(values) if values else _floor_lookup(job.sensitivity, cpus, mem)
+
+
+def _floor_lookup(w: ThroughputMatrix, cpus: float, mem: float) -> float:
+    """W at the largest grid point <= (cpus, mem); written apart from ThroughputMatrix."""
     ci = -1
     for i, c in enumerate(w.cpus):
         if c <= cpus + 1e-9:
@@ -65,7 +86,9 @@ def fair_share_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     g_total, c_total, m_total, biggest = _cluster_facts(inst.cluster)
     fair_c = (job.gpus * c_total) // g_total
     fair_m = job.gpus * m_total / g_total
-    fair_tp = _floor_lookup(job, fair_c, fair_m)
+    # A type-agnostic baseline may put the job on any type it may use: the slowest counts.
+    usable = (t for t in biggest if job.gpu_types is None or t in job.gpu_types)
+    fair_tp = _typed_lookup(job, usable, fair_c, fair_m)
     if job.gpu_types is None:
         most = max(biggest.values(), default=0)
     else:
@@ -129,6 +152,7 @@ class Facts:
 def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
     """Tally ``alloc`` against ``inst`` once; jobs unknown to the instance are left out."""
     jobs = {j.id: j for j in inst.jobs}
+    known = {s.name: s for s in inst.cluster.servers}
     scheduled = []
     for ja in alloc.jobs:
         job = jobs.get(ja.id)
@@ -138,9 +162,12 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         cpus = sum(p.cpus for p in parts)
         mem = sum(p.mem_gb for p in parts)
         servers = frozenset(p.server for p in parts)
-        w = _floor_lookup(job, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
+        # Per-type matrices: the type of the servers the job runs on (unknown servers are
+        # the unknown-server rule's business; they read the default matrix here).
+        types = {known[n].gpu_type if n in known else None for n in servers} or {None}
+        w = _typed_lookup(job, types, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
         scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
-    return Facts(inst, alloc, jobs, {s.name: s for s in inst.cluster.servers}, tuple(scheduled))
+    return Facts(inst, alloc, jobs, known, tuple(scheduled))
 
 
 def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
@@ -353,7 +380,11 @@ RULES: tuple[Rule, ...] = (
     Rule("gpu-demand", "a job gets exactly the GPUs it asks for", _gpu_demand),
     Rule("sum", "the parts add up to the job's cores and memory", _sum),
     Rule("capacity", "no server gives more GPUs, cores, memory than it has: (2), (3)", _capacity),
-    Rule("throughput", "throughput is the floor look-up (x split penalty)", _throughput),
+    Rule(
+        "throughput",
+        "throughput is the floor look-up on the servers' GPU type (x split penalty)",
+        _throughput,
+    ),
     Rule("fair-share-report", "the fair share reported is the cluster's", _fair_share_report),
     Rule("fair-share", "no job below its fair-share throughput: (5)", _fair_share, optional=True),
     Rule("total", "total_throughput is the sum over the jobs", _total),
