@@ -26,7 +26,7 @@ SKIP_IN_DEMO = frozenset({"opt-exact"})
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``demo`` sub-command."""
     p = sub.add_parser("demo", help="solve the built-in 128-GPU round with every mechanism")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated round (default 0)")
     p.add_argument(
         "-o",
         "--output",

@@ -64,10 +64,14 @@ SOLVERS = ("highs", "ortools")
 def add_common_options(p: argparse.ArgumentParser) -> None:
     """Cluster, workload and engine options shared by ``simulate`` and ``compare``."""
     c = p.add_argument_group("cluster (default: the paper's 16 x 8-GPU servers)")
-    c.add_argument("--servers", type=positive_int, default=16)
-    c.add_argument("--gpus-per-server", type=positive_int, default=8)
-    c.add_argument("--cpus-per-server", type=nonneg_int, default=24)
-    c.add_argument("--mem-per-server-gb", type=nonneg_float, default=500.0)
+    c.add_argument("--servers", type=positive_int, default=16, help="identical servers (16)")
+    c.add_argument("--gpus-per-server", type=positive_int, default=8, help="GPUs per server (8)")
+    c.add_argument(
+        "--cpus-per-server", type=nonneg_int, default=24, help="CPU cores per server (24)"
+    )
+    c.add_argument(
+        "--mem-per-server-gb", type=nonneg_float, default=500.0, help="memory per server (500)"
+    )
     c.add_argument(
         "--cluster",
         metavar="CLUSTER.json",
@@ -135,7 +139,12 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         metavar="FIRST:LAST",
         help="measure jobs FIRST..LAST-1 by arrival index (default: all)",
     )
-    e.add_argument("--round-seconds", type=positive_float, default=300.0)
+    e.add_argument(
+        "--round-seconds",
+        type=positive_float,
+        default=300.0,
+        help="round length: every lease ends and is re-decided this often (300)",
+    )
     e.add_argument(
         "--preemption-cost-s",
         type=nonneg_float,

@@ -34,7 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanism_names())}")
     p.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
-    p.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS")
+    p.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="time limit of the LP/MIP solves (opt, opt-exact)",
+    )
     p.add_argument("--threads", type=positive_int, default=None, help="solver threads")
     p.add_argument(
         "--max-fragmented",
