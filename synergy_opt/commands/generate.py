@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from synergy_opt.commands.common import (
     UsageError,
@@ -12,10 +13,14 @@ from synergy_opt.commands.common import (
     positive_int,
 )
 from synergy_opt.generate import (
+    FAMILIES,
     GenerateSpec,
+    family_spec,
     generate_instance,
     mix_from_workload,
     parse_gpu_mix,
+    parse_penalty_range,
+    parse_server_shapes,
     parse_split,
 )
 from synergy_opt.io import instance_to_dict
@@ -43,6 +48,34 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     mix = p.add_mutually_exclusive_group()
     mix.add_argument("--workload", choices=("single-gpu", "multi-gpu"), default=None)
     mix.add_argument("--gpu-mix", default=None, help="GPUS:WEIGHT pairs, e.g. 1:70,2:10,4:15,8:5")
+    p.add_argument(
+        "--server-shapes",
+        default=None,
+        metavar="COUNTxGPUS:CORES:GB,...",
+        help="servers of several shapes instead of --servers etc., "
+        "e.g. 8x8:24:500,4x8:32:256,8x4:12:200",
+    )
+    p.add_argument(
+        "--split-penalty",
+        default=None,
+        metavar="LOW:HIGH",
+        help="multi-GPU jobs get a split penalty drawn from [LOW, HIGH] (steps of 0.01), "
+        "e.g. 0.8:0.95; default none (1.0)",
+    )
+    p.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default=None,
+        help="a named round family of the exact-model bench (cluster, GPU mix and penalties "
+        "preset; GPU load 1.2); its size is --family-gpus; other cluster and mix options "
+        "are ignored",
+    )
+    p.add_argument(
+        "--family-gpus",
+        type=positive_int,
+        default=128,
+        help="GPUs of a --family round, a multiple of 32 (default 128)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="instance name")
     p.add_argument("--profiles", default=None, metavar="PROFILES.json")
@@ -52,6 +85,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
     """Translate parsed options into a :class:`GenerateSpec`, naming the bad option."""
+    if args.family is not None:
+        try:
+            spec = family_spec(args.family, args.family_gpus, args.seed)
+        except ValueError as e:
+            raise UsageError(f"--family-gpus: {e}") from None
+        return spec if args.name is None else dataclasses.replace(spec, name=args.name)
+    try:
+        shapes = None if args.server_shapes is None else parse_server_shapes(args.server_shapes)
+    except ValueError as e:
+        raise UsageError(f"--server-shapes: {e}") from None
+    try:
+        penalty = None if args.split_penalty is None else parse_penalty_range(args.split_penalty)
+    except ValueError as e:
+        raise UsageError(f"--split-penalty: {e}") from None
     try:
         split = parse_split(args.split)
     except ValueError as e:
@@ -78,6 +125,8 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
             gpu_mix=mix,
             seed=args.seed,
             name=args.name,
+            server_shapes=shapes,
+            split_penalty=penalty,
         )
     except ValidationError as e:
         raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem}") from None

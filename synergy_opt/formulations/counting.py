@@ -1,0 +1,390 @@
+"""The counting model (beyond the paper): the exact joint optimum, built to scale.
+
+The joint model (:mod:`~synergy_opt.formulations.joint`) has one set of variables per job
+and server, so identical jobs and identical servers make it huge and very symmetric.  This
+model states the same optimum over what rounds really have, many copies of few things:
+
+* **Job classes** k (same matrix, GPUs, split penalty, GPU types, hence the same floor) with
+  n_k members.  A whole job on one server is counted, not named: integer x[s, k, p] is how
+  many class-k jobs run on server s at grid point p.  Only useful points (meeting the
+  fair-share floor, not dominated; :func:`~synergy_opt.formulations.fast.useful_points`)
+  that fit the server get a column, so (5) needs no row.
+* **Spread jobs.**  A job of >= 2 GPUs may span servers (one larger than every server it may
+  use must).  Each such class gets n_k *spread slots* with the joint model's per-job
+  variables: a point y, whole GPUs a, a use flag u, whole cores cp and GB mp per server;
+  its throughput is W times ``split_penalty``, and its points keep the checker's floor
+  (:func:`synergy_opt.check.fair_share_floor`) after the penalty.  A slot that is used
+  spans >= 2 servers (a single-server job is a count in x).
+* **Per-server rows** (2), (3) and GPUs; the class cover (4) ``sum x + sum y = n_k``.
+* **Symmetry.**  Slots of a class are used in order, and among identical servers
+  (same GPUs, cores, memory, GPU type) the consolidated throughput never increases along
+  the server order: any solution can be permuted into that form, so no optimum is lost.
+
+``_model_data`` is pure data (no Pyomo) shared with the matrix fast path
+(:mod:`~synergy_opt.formulations.counting_fast`), which builds the same columns and rows
+(names included) with numpy; tests prove both optima equal.  ``formulations/counting.md``
+states the model equation by equation under these names.
+
+Public API (used by ``opt-exact`` and by ``opt`` for bounds)::
+
+    counting_data(inst, jobs) -> dict                    # == _model_data
+    build_counting(inst, jobs, relax=False) -> pyo.ConcreteModel
+    synergy_opt.formulations.counting_fast.solve_counting(...) -> CountingResult
+    synergy_opt.formulations.counting_fast.counting_bound(...) -> float
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from synergy_opt.check import fair_share_floor
+from synergy_opt.formulations.fast import class_key, useful_points
+from synergy_opt.types import MEM_EPS_GB, Job, RoundInstance, ThroughputMatrix
+
+if TYPE_CHECKING:  # Pyomo is imported only when a model is built: the fast path skips it
+    import pyomo.environ as pyo
+
+Point = tuple[int, float, float]  # (cores, GB, credited throughput)
+
+
+def _floors(inst: RoundInstance, job: Job) -> tuple[float, float]:
+    """(whole-job floor, spread-job floor before the penalty), the checker's rule.
+
+    The fair-share throughput is the stricter of the round's and the checker's reading
+    (they agree unless the job has per-type matrices); a job larger than every server it
+    may use must spread, so its floor is that value times its penalty (FORMATS.md).
+    """
+    fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
+    biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
+    forced = job.gpus > biggest
+    return fair, fair * job.split_penalty if forced else fair
+
+
+def _min_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
+    """Element-wise minimum of matrices on one grid (a job spanning GPU types runs at its
+    slowest type's value); matrices on different grids are looked up on the union grid."""
+    cpus = sorted({c for w in mats for c in w.cpus})
+    mem = sorted({m for w in mats for m in w.mem_gb})
+    rows = [[min(w.lookup(c, m) for w in mats) for m in mem] for c in cpus]
+    return ThroughputMatrix.from_lists(cpus, mem, rows)
+
+
+def _class_key(job: Job) -> tuple[object, ...]:
+    return (*class_key(job), job.sensitivity_by_type)
+
+
+def _model_data(  # noqa: C901 - one pass over classes, servers and spread variants
+    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, symmetry: bool = False
+) -> dict[str, Any]:
+    """Plain data of the counting model over ``jobs`` (default: every job of the round).
+
+    Keys: ``classes`` (member job ids per class, priority order), ``g``, ``n``; the whole-job
+    columns ``x_index`` ((s, k, p)) with ``x_point[s, k, p] = (cores, GB, W)`` and
+    ``x_upper``; the spread slots ``slots`` ((k, i)) with ``slot_points[k, i]`` (W already
+    times the penalty) and ``slot_servers[k, i]``; ``server_names``, ``G``, ``C``, ``M``;
+    ``server_classes`` (runs of identical servers) and ``symmetry`` (add ``sym_server_order``).
+
+    A job with per-GPU-type matrices gets, on each server, the points of that server's
+    type; its spread slots come per GPU type (servers of that type, its matrix) and, where
+    it may use several types, one more variant over all of them at the slowest type's
+    value.  ``exact`` is False when that last variant under-credits a job (three or more
+    distinct matrices), the only case in which the optimum is not the true one.
+    """
+    chosen = list(inst.jobs if jobs is None else jobs)
+    servers = inst.cluster.servers
+    groups: dict[object, list[Job]] = {}
+    for job in chosen:
+        groups.setdefault(_class_key(job), []).append(job)
+    members = [tuple(js) for js in groups.values()]
+    G = {s: srv.gpus for s, srv in enumerate(servers)}
+    C = {s: srv.cpus for s, srv in enumerate(servers)}
+    M = {s: float(srv.mem_gb) for s, srv in enumerate(servers)}
+    g: dict[int, int] = {}
+    n: dict[int, int] = {}
+    x_index: list[tuple[int, int, int]] = []
+    x_point: dict[tuple[int, int, int], Point] = {}
+    x_upper: dict[tuple[int, int, int], int] = {}
+    slots: list[tuple[int, int]] = []
+    slot_points: dict[tuple[int, int], tuple[Point, ...]] = {}
+    slot_servers: dict[tuple[int, int], tuple[int, ...]] = {}
+    exact = True
+    for k, js in enumerate(members):
+        job = js[0]
+        g[k], n[k] = job.gpus, len(js)
+        fair, required = _floors(inst, job)
+        allowed = tuple(s for s, srv in enumerate(servers) if job.may_use(srv))
+        for s in allowed:
+            if G[s] < job.gpus:
+                continue
+            pts = useful_points(job.matrix_for(servers[s].gpu_type), fair)
+            for p, (c, m, w) in enumerate(pts):
+                if c > C[s] or m > M[s] + MEM_EPS_GB:
+                    continue
+                cap = min(n[k], G[s] // job.gpus)
+                if c > 0:
+                    cap = min(cap, C[s] // c)
+                if m > MEM_EPS_GB:
+                    cap = min(cap, int((M[s] + MEM_EPS_GB) // m))
+                x_index.append((s, k, p))
+                x_point[s, k, p] = (c, m, w)
+                x_upper[s, k, p] = cap
+        if job.gpus < 2 or len(allowed) < 2:
+            continue
+        by_matrix: dict[int, tuple[ThroughputMatrix, list[int]]] = {}
+        for s in allowed:
+            w = job.matrix_for(servers[s].gpu_type)
+            by_matrix.setdefault(id(w), (w, []))[1].append(s)
+        variants = [(w, tuple(ss)) for w, ss in by_matrix.values() if len(ss) >= 2]
+        if len(by_matrix) > 1:
+            variants.append((_min_matrix([w for w, _ in by_matrix.values()]), allowed))
+            exact = exact and len(by_matrix) <= 2
+        pen = job.split_penalty
+        for w, ss in variants:
+            pts = tuple((c, m, v * pen) for c, m, v in useful_points(w, required / pen))
+            if not pts:
+                continue
+            for _ in range(n[k]):
+                ki = (k, sum(1 for kk, _ in slots if kk == k))
+                slots.append(ki)
+                slot_points[ki] = pts
+                slot_servers[ki] = ss
+    # Runs of identical servers (any order in the cluster): symmetry is broken inside each.
+    shapes: dict[tuple[object, ...], list[int]] = {}
+    for s, srv in enumerate(servers):
+        shapes.setdefault((srv.gpus, srv.cpus, srv.mem_gb, srv.gpu_type), []).append(s)
+    return {
+        "job_ids": tuple(job.id for job in chosen),
+        "classes": tuple(tuple(j.id for j in js) for js in members),
+        "g": g,
+        "n": n,
+        "x_index": tuple(x_index),
+        "x_point": x_point,
+        "x_upper": x_upper,
+        "slots": tuple(slots),
+        "slot_points": slot_points,
+        "slot_servers": slot_servers,
+        "server_names": tuple(s.name for s in servers),
+        "G": G,
+        "C": C,
+        "M": M,
+        "server_classes": tuple(tuple(v) for v in shapes.values() if len(v) > 1),
+        "symmetry": symmetry,
+        "exact": exact,
+    }
+
+
+counting_data = _model_data
+
+
+def part_index(data: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """(k, i, s) for every spread slot and server it may use (the per-part variables)."""
+    return [(k, i, s) for k, i in data["slots"] for s in data["slot_servers"][k, i]]
+
+
+def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int, float]:
+    """Upper bounds of (a, cp, mp) for a part of slot (k, i) on server s.
+
+    A used slot spans >= 2 servers, so one part holds at most g - 1 GPUs; cores and memory
+    never exceed the server's nor the class's largest point.
+    """
+    pts = data["slot_points"][k, i]
+    cmax = max(c for c, _, _ in pts)
+    mmax = max(m for _, m, _ in pts)
+    return (
+        min(data["g"][k] - 1, data["G"][s]),
+        min(cmax, data["C"][s]),
+        min(mmax, data["M"][s]),
+    )
+
+
+def slot_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
+    """Slots (k, i) whose predecessor (k, i - 1) is the same variant (points and servers)."""
+    return [
+        (k, i)
+        for k, i in data["slots"]
+        if i >= 1
+        and data["slot_points"][k, i] == data["slot_points"][k, i - 1]
+        and data["slot_servers"][k, i] == data["slot_servers"][k, i - 1]
+    ]
+
+
+def sym_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
+    """Consecutive (s, t) pairs inside each run of identical servers (none if switched off)."""
+    if not data["symmetry"]:
+        return []
+    return [(run[i], run[i + 1]) for run in data["server_classes"] for i in range(len(run) - 1)]
+
+
+def build_counting(
+    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, relax: bool = False
+) -> pyo.ConcreteModel:
+    """The counting MIP over ``jobs``; ``relax`` makes every variable continuous."""
+    return build_from_data(_model_data(inst, jobs), relax=relax)
+
+
+def build_from_data(  # noqa: C901 - one rule per row family
+    data: dict[str, Any], *, relax: bool = False
+) -> pyo.ConcreteModel:
+    """Build the counting model from :func:`_model_data` output."""
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel(name="counting")
+    xpt, spts = data["x_point"], data["slot_points"]
+    G, C, M, g = data["G"], data["C"], data["M"], data["g"]
+    ints = pyo.NonNegativeReals if relax else pyo.NonNegativeIntegers
+    bins = pyo.UnitInterval if relax else pyo.Binary
+    parts = part_index(data)
+    m.X = pyo.Set(dimen=3, ordered=True, initialize=data["x_index"], doc="(server, class, point)")
+    m.Y = pyo.Set(
+        dimen=3,
+        ordered=True,
+        initialize=[(k, i, p) for k, i in data["slots"] for p in range(len(spts[k, i]))],
+        doc="(class, slot, point) of spread jobs",
+    )
+    m.P = pyo.Set(dimen=3, ordered=True, initialize=parts, doc="(class, slot, server) parts")
+    x_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
+    x_of: dict[int, list[tuple[int, int, int]]] = {k: [] for k in g}
+    for s, k, p in data["x_index"]:
+        x_at[s].append((s, k, p))
+        x_of[k].append((s, k, p))
+    parts_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
+    parts_of: dict[tuple[int, int], list[tuple[int, int, int]]] = {ki: [] for ki in data["slots"]}
+    for k, i, s in parts:
+        parts_at[s].append((k, i, s))
+        parts_of[k, i].append((k, i, s))
+
+    m.x = pyo.Var(
+        m.X,
+        domain=ints,
+        bounds=lambda m, s, k, p: (0, data["x_upper"][s, k, p]),
+        doc="class-k jobs whole on server s at point p",
+    )
+    m.y = pyo.Var(m.Y, domain=bins, bounds=(0, 1), doc="spread slot (k, i) runs at point p")
+    m.a = pyo.Var(
+        m.P,
+        domain=ints,
+        bounds=lambda m, k, i, s: (0, part_bounds(data, k, i, s)[0]),
+        doc="GPUs of slot (k, i) on s",
+    )
+    m.u = pyo.Var(m.P, domain=bins, bounds=(0, 1), doc="slot (k, i) has a part on s")
+    m.cp = pyo.Var(
+        m.P,
+        domain=ints,
+        bounds=lambda m, k, i, s: (0, part_bounds(data, k, i, s)[1]),
+        doc="cores of slot (k, i) on s",
+    )
+    m.mp = pyo.Var(
+        m.P,
+        domain=pyo.NonNegativeReals,
+        bounds=lambda m, k, i, s: (0, part_bounds(data, k, i, s)[2]),
+        doc="GB of slot (k, i) on s",
+    )
+
+    def used(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        return pyo.quicksum(m.y[k, i, p] for p in range(len(spts[k, i])))
+
+    def key(m: pyo.ConcreteModel, s: int) -> Any:
+        return pyo.quicksum(xpt[idx][2] * m.x[idx] for idx in x_at[s])
+
+    @m.Objective(sense=pyo.maximize)
+    def eq1_weighted_throughput(m: pyo.ConcreteModel) -> Any:
+        """(1) max sum W x + sum W p y: whole jobs, plus spread jobs after their penalty."""
+        return pyo.quicksum(xpt[idx][2] * m.x[idx] for idx in m.X) + pyo.quicksum(
+            spts[k, i][p][2] * m.y[k, i, p] for k, i, p in m.Y
+        )
+
+    @m.Constraint(sorted(g))
+    def eq4_class_cover(m: pyo.ConcreteModel, k: int) -> Any:
+        """(4) per class: sum_{s,p} x[s,k,p] + sum_{i,p} y[k,i,p] = n_k (every job runs once)."""
+        spread = [(k, i) for kk, i in data["slots"] if kk == k]
+        expr = pyo.quicksum(m.x[idx] for idx in x_of[k]) + pyo.quicksum(
+            used(m, *ki) for ki in spread
+        )
+        return expr == data["n"][k]
+
+    def cap_rule(cons: int, part_var: str, cap: dict[int, float]) -> Any:
+        def rule(m: pyo.ConcreteModel, s: int) -> Any:
+            whole = [(g[idx[1]] if cons == 0 else xpt[idx][cons - 1]) * m.x[idx] for idx in x_at[s]]
+            spread = [getattr(m, part_var)[idx] for idx in parts_at[s]]
+            if not whole and not spread:
+                return pyo.Constraint.Skip
+            return pyo.quicksum(whole) + pyo.quicksum(spread) <= cap[s]
+
+        return rule
+
+    m.cnt_gpu_capacity = pyo.Constraint(
+        sorted(G),
+        rule=cap_rule(0, "a", G),
+        doc="GPUs per server: whole jobs' g_k plus spread parts <= G_s.",
+    )
+    m.eq2_cpu_capacity = pyo.Constraint(
+        sorted(G), rule=cap_rule(1, "cp", C), doc="(2) per server: cores <= C_s."
+    )
+    m.eq3_mem_capacity = pyo.Constraint(
+        sorted(G), rule=cap_rule(2, "mp", M), doc="(3) per server: GB <= M_s."
+    )
+
+    @m.Constraint(list(data["slots"]))
+    def cnt_one_point(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_p y[k,i,p] <= 1: a slot holds at most one job, at one point."""
+        return used(m, k, i) <= 1
+
+    @m.Constraint(list(data["slots"]))
+    def cnt_spread_gpus(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_s a[k,i,s] = g_k sum_p y[k,i,p]: a used slot gets exactly its GPUs."""
+        return pyo.quicksum(m.a[idx] for idx in parts_of[k, i]) == g[k] * used(m, k, i)
+
+    @m.Constraint(list(data["slots"]))
+    def cnt_spread_cpus(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_s cp[k,i,s] = sum_p c_p y[k,i,p]: exactly the credited point's cores."""
+        return pyo.quicksum(m.cp[idx] for idx in parts_of[k, i]) == pyo.quicksum(
+            spts[k, i][p][0] * m.y[k, i, p] for p in range(len(spts[k, i]))
+        )
+
+    @m.Constraint(list(data["slots"]))
+    def cnt_spread_mem(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_s mp[k,i,s] = sum_p m_p y[k,i,p]: exactly the credited point's memory."""
+        return pyo.quicksum(m.mp[idx] for idx in parts_of[k, i]) == pyo.quicksum(
+            spts[k, i][p][1] * m.y[k, i, p] for p in range(len(spts[k, i]))
+        )
+
+    @m.Constraint(list(data["slots"]))
+    def cnt_spread_spans(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_s u[k,i,s] >= 2 sum_p y[k,i,p]: a used slot spans servers (else it is an x)."""
+        return pyo.quicksum(m.u[idx] for idx in parts_of[k, i]) >= 2 * used(m, k, i)
+
+    @m.Constraint(m.P)
+    def cnt_part_has_gpu(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """a >= u: every placement part holds at least one GPU (docs/formats.md)."""
+        return m.a[k, i, s] >= m.u[k, i, s]
+
+    @m.Constraint(m.P)
+    def cnt_gpus_only_on_used(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """a <= min(g_k - 1, G_s) u: GPUs only where the slot has a part, < g_k per part."""
+        return m.a[k, i, s] <= part_bounds(data, k, i, s)[0] * m.u[k, i, s]
+
+    @m.Constraint(m.P)
+    def cnt_cpus_only_on_used(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """cp <= min(c_max, C_s) u: cores only where the slot has GPUs."""
+        return m.cp[k, i, s] <= part_bounds(data, k, i, s)[1] * m.u[k, i, s]
+
+    @m.Constraint(m.P)
+    def cnt_mem_only_on_used(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """mp <= min(m_max, M_s) u: memory only where the slot has GPUs."""
+        return m.mp[k, i, s] <= part_bounds(data, k, i, s)[2] * m.u[k, i, s]
+
+    @m.Constraint(slot_pairs(data))
+    def sym_slot_order(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_p y[k,i-1,p] >= sum_p y[k,i,p]: slots of a class are used in order."""
+        return used(m, k, i - 1) >= used(m, k, i)
+
+    @m.Constraint(sym_pairs(data))
+    def sym_server_order(m: pyo.ConcreteModel, s: int, t: int) -> Any:
+        """key(s) >= key(t) for consecutive identical servers (key: whole jobs' throughput)."""
+        ks, kt = [x_at[v] for v in (s, t)]
+        if not ks and not kt:
+            return pyo.Constraint.Skip
+        return key(m, s) >= key(m, t)
+
+    return m
