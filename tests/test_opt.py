@@ -132,7 +132,7 @@ def test_each_rounding_route_is_valid(name: str, route: str, backend: str) -> No
     assert sum(1 for p in plan.values() if len(p) > 1) <= ctx.max_fragmented
     if not opt_mod.ROUTES[route].spreads:
         assert all(len(p) == 1 or ctx.must_spread(jobs_by_id(inst)[j]) for j, p in plan.items())
-    placements = opt_mod.Opt.deploy_plan(ctx, plan)
+    _, placements = opt_mod.Opt.deploy_plan(ctx, plan)
     alloc = build_allocation(inst, "opt", placements)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput <= ctx.optimum + ABS_TOL
@@ -383,13 +383,14 @@ def paper_multi_gpu_round() -> RoundInstance:
 
 def test_spreads_jobs_to_reach_the_paper_mix_optimum() -> None:
     """The issue's round: consolidated OPT reached 91.58 of the 95.04 optimum (the
-    super-machine bound, realised by opt-exact with 19 spread jobs); spreading the
-    placement LP's split jobs recovers most of it, within the 3s cap."""
+    super-machine bound, realised by opt-exact with 19 spread jobs); spreading jobs
+    (placement LP, then exact re-decisions on server neighbourhoods) reaches it within 1%
+    and the 3s cap."""
     inst = paper_multi_gpu_round()
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.upper_bound == approx(95.04)
-    assert alloc.total_throughput >= 93.7 - ABS_TOL  # 0.986 of the optimum
+    assert alloc.total_throughput >= 0.99 * 95.04
     assert 0 < alloc.fragmented_jobs <= 3 * len(inst.cluster.servers)
 
 

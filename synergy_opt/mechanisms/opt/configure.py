@@ -29,7 +29,9 @@ CONFIGURE_REL_GAP: float = 1e-4
 CONFIGURE_NODES: int = 500
 
 
-def reoptimise(ctx: RoundContext, plan: GpuPlan) -> dict[str, list[PlacementPart]]:
+def reoptimise(
+    ctx: RoundContext, plan: GpuPlan
+) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
     """The best points deployable on ``plan`` and their placement parts."""
     inst = ctx.inst
     servers = inst.cluster.servers
@@ -123,4 +125,4 @@ def reoptimise(ctx: RoundContext, plan: GpuPlan) -> dict[str, list[PlacementPart
     parts = deploy(inst, plan, chosen)
     if parts is None:  # pragma: no cover - the MIP's flows are a feasible transportation
         raise RoundingError("re-optimised points do not deploy (numerical trouble)")
-    return parts
+    return chosen, parts

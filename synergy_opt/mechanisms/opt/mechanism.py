@@ -23,6 +23,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
 )
+from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.routes import ROUTES
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.mechanisms.packing import select_runnable
@@ -189,11 +190,12 @@ class Opt:
         )
 
     def _round(self, ctx: RoundContext, upper: float | None) -> tuple[Allocation | None, list[str]]:
-        """Try the routes in registry order; the best candidate (throughput, then fewer
-        fragmented jobs), stopping at the first that reaches the super-machine optimum."""
+        """Try the routes in registry order and keep the best (throughput, then fewer
+        fragmented jobs), stopping at the first that reaches the super-machine optimum;
+        below it, improve the best by exact re-decisions on server neighbourhoods."""
         inst = ctx.inst
         target = ctx.optimum - 1e-9 * max(1.0, abs(ctx.optimum))
-        best: Allocation | None = None
+        best: tuple[tuple[float, int], State] | None = None
         errors: list[str] = []
         for r in ROUTES.values():
             try:
@@ -203,38 +205,46 @@ class Opt:
                     raise RoundingError(
                         f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
                     )
-                placements = self.deploy_plan(ctx, plan)
+                points, _ = self.deploy_plan(ctx, plan)
             except RoundingError as e:
                 errors.append(f"{r.name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, r.name, e)
                 continue
-            cand = build_allocation(
-                inst, self.name, placements, solver=ctx.options.solver, upper_bound=upper
-            )
+            state = State(plan, points, total_of(ctx, plan, points))
+            rank = (round(state.total, 9), -spread)
             log.info(
-                "opt on %s: %s reaches %.6g (%d fragmented)",
-                inst.name,
-                r.name,
-                cand.total_throughput,
-                cand.fragmented_jobs,
+                "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, r.name, state.total, spread
             )
-            if best is None or _rank(cand) > _rank(best):
-                best = cand
-            if best.total_throughput >= target:
+            if best is None or rank > best[0]:
+                best = (rank, state)
+            if best[1].total >= target:
                 break
-        return best, errors
+        if best is None:
+            return None, errors
+        state = best[1]
+        if state.total < target:
+            state = improve(ctx, state)
+        parts = placements(ctx, state)
+        if parts is None:  # pragma: no cover - every state is checked to deploy
+            return None, [*errors, "best plan does not deploy (numerical trouble)"]
+        return build_allocation(
+            inst, self.name, parts, solver=ctx.options.solver, upper_bound=upper
+        ), errors
 
     @staticmethod
-    def deploy_plan(ctx: RoundContext, plan: GpuPlan) -> dict[str, list[PlacementPart]]:
+    def deploy_plan(
+        ctx: RoundContext, plan: GpuPlan
+    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
         """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
         jobs = {j.id: j for j in ctx.runnable}
         penalised = any(
             len(parts) > 1 and jobs[jid].split_penalty < 1.0 for jid, parts in plan.items()
         )
         if not penalised and len(plan) == len(ctx.runnable):
-            parts = deploy(ctx.inst, plan, ctx.points)
+            points = {jid: ctx.points[jid] for jid in plan}
+            parts = deploy(ctx.inst, plan, points)
             if parts is not None:
-                return parts
+                return points, parts
         return reoptimise(ctx, plan)
 
 

@@ -1,0 +1,331 @@
+"""Large-neighbourhood improvement: re-decide placement and points on a few servers exactly.
+
+The routes fix where GPUs go and only then choose points, so they miss allocations that
+spread a job *because* it gains more cores than its split penalty costs, or that move a
+whole-server job to make room for one that must be fed from several servers.  This step
+frees every job that lies wholly on a small set T of servers (all servers on small
+rounds), keeps every other job where it is with its points, and solves the joint problem on
+T as a MIP (the counting idea of the exact model, restricted to T):
+
+    max  sum W_q z[k,q,s] + sum p_j W_q y[j,q]
+    cover[k]       sum_{q,s} z[k,q,s] + sum_{j in slots(k)} sum_q y[j,q] = n_k(T)
+    slot_gpu[j]    sum_s a[j,s] = g_j sum_q y[j,q]                  (whole GPUs of a spread job)
+    link[j,s]      u[j,s] <= a[j,s] <= (g_j - 1) u[j,s]
+    span[j]        sum_s u[j,s] >= 2 sum_q y[j,q]                   (a spread slot spans >= 2)
+    flow_cpu[j]    sum_s f[j,s] = sum_q c_q y[j,q],  f[j,s] <= C_s u[j,s]   (memory alike)
+    gpu[s], eq2[s], eq3[s]   per-server GPUs, cores, memory left by the fixed jobs
+
+z counts whole jobs of class k at point q on s; a spread slot j (a few per class of jobs of
+>= 2 GPUs) picks a point y credited W times its split penalty, among points that keep the
+checker's floor after the penalty, and draws cores and memory from the servers it uses.  A
+node limit keeps it bounded and deterministic; a neighbourhood is accepted only if the whole
+round's total rises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from synergy_opt.formulations.fast import class_key, matrix_model, useful_points
+from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
+from synergy_opt.mechanisms.opt.transport import deploy
+from synergy_opt.types import Job, PlacementPart
+
+log = logging.getLogger(__name__)
+
+#: Rounds with at most this many servers are improved as one neighbourhood (all servers).
+LNS_WHOLE_ROUND_SERVERS: int = 4
+#: Servers per neighbourhood on larger rounds.
+LNS_SERVERS: int = 3
+#: Neighbourhoods tried per round on larger rounds (each one sub-MIP).
+LNS_TRIES: int = 6
+#: Spread slots per job class in a neighbourhood (jobs of a class are interchangeable).
+LNS_SLOTS_PER_CLASS: int = 2
+#: Branch-and-bound nodes per neighbourhood: a deterministic stop.
+LNS_NODES: int = 300
+#: Minimal relative gain for accepting a neighbourhood's answer.
+LNS_MIN_GAIN: float = 1e-7
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """A deployable answer: GPUs per job, each job's point, and the round's total."""
+
+    plan: GpuPlan
+    points: dict[str, Point]
+    total: float
+
+
+def total_of(ctx: RoundContext, plan: GpuPlan, points: dict[str, Point]) -> float:
+    """Realised total: W at each point, times the split penalty of spread jobs."""
+    jobs = {j.id: j for j in ctx.runnable}
+    return sum(
+        pt[2] * (jobs[jid].split_penalty if len(plan[jid]) > 1 else 1.0)
+        for jid, pt in points.items()
+    )
+
+
+def improve(ctx: RoundContext, state: State) -> State:
+    """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc)."""
+    n_s = len(ctx.inst.cluster.servers)
+    if n_s <= LNS_WHOLE_ROUND_SERVERS:
+        hoods: list[tuple[int, ...]] = [tuple(range(n_s))]
+    else:
+        hoods = _neighbourhoods(ctx, state)
+    for hood in hoods:
+        better = _solve_hood(ctx, state, hood)
+        if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
+            log.info("opt: neighbourhood %s raises %.6g to %.6g", hood, state.total, better.total)
+            state = better
+    return state
+
+
+def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
+    """Server sets pairing the servers that lose most against the super-machine points
+    with those that have the most cores and memory to spare."""
+    servers = ctx.inst.cluster.servers
+    loss = [0.0] * len(servers)
+    used_c = [0.0] * len(servers)
+    used_m = [0.0] * len(servers)
+    for jid, parts in state.plan.items():
+        g = sum(k for _, k in parts)
+        c, m, w = state.points[jid]
+        for s, k in parts:
+            loss[s] += (ctx.points[jid][2] - w) * k / g if jid in ctx.points else 0.0
+            used_c[s] += c * k / g
+            used_m[s] += m * k / g
+    spare = [
+        (srv.cpus - used_c[s]) / max(srv.cpus, 1) + (srv.mem_gb - used_m[s]) / max(srv.mem_gb, 1e-9)
+        for s, srv in enumerate(servers)
+    ]
+    by_loss = sorted(range(len(servers)), key=lambda s: (-loss[s], s))
+    by_spare = sorted(range(len(servers)), key=lambda s: (-spare[s], s))
+    hoods: list[tuple[int, ...]] = []
+    for i in range(LNS_TRIES):
+        pick: list[int] = []
+        for s in (by_loss[i % len(servers)], by_spare[i % len(servers)], *by_loss, *by_spare):
+            if s not in pick:
+                pick.append(s)
+            if len(pick) == LNS_SERVERS:
+                break
+        hood = tuple(sorted(pick))
+        if hood not in hoods:
+            hoods.append(hood)
+    return hoods
+
+
+def _solve_hood(  # noqa: C901 - one block per column family, as in the module docstring
+    ctx: RoundContext, state: State, hood: Sequence[int]
+) -> State | None:
+    inst = ctx.inst
+    servers = inst.cluster.servers
+    inside = set(hood)
+    jobs = {j.id: j for j in ctx.runnable}
+    free = [jid for jid, parts in state.plan.items() if all(s in inside for s, _ in parts)]
+    if not free:
+        return None
+    cap_g = {s: float(servers[s].gpus) for s in hood}
+    cap_c = {s: float(servers[s].cpus) for s in hood}
+    cap_m = {s: servers[s].mem_gb for s in hood}
+    fixed_parts = deploy(
+        inst,
+        {jid: p for jid, p in state.plan.items() if jid not in set(free)},
+        state.points,
+    )
+    if fixed_parts is None:  # pragma: no cover - a subset of a deployable answer deploys
+        return None
+    index = {srv.name: s for s, srv in enumerate(servers)}
+    for parts in fixed_parts.values():
+        for p in parts:
+            s = index[p.server]
+            if s in inside:
+                cap_g[s] -= p.gpus
+                cap_c[s] -= p.cpus
+                cap_m[s] -= p.mem_gb
+
+    classes: dict[object, list[Job]] = {}
+    for jid in free:
+        classes.setdefault(class_key(jobs[jid]), []).append(jobs[jid])
+    prio = {j.id: k for k, j in enumerate(inst.jobs)}
+    for members in classes.values():
+        members.sort(key=lambda j: prio[j.id])
+
+    lo: list[float] = []
+    hi: list[float] = []
+    names: list[str] = []
+
+    def row(name: str, a: float, b: float) -> int:
+        lo.append(a)
+        hi.append(b)
+        names.append(name)
+        return len(names) - 1
+
+    inf = float("inf")
+    r_g = {s: row(f"gpu[{servers[s].name}]", -inf, max(cap_g[s], 0.0)) for s in hood}
+    r_c = {s: row(f"eq2[{servers[s].name}]", -inf, max(cap_c[s], 0.0)) for s in hood}
+    r_m = {s: row(f"eq3[{servers[s].name}]", -inf, max(cap_m[s], 0.0)) for s in hood}
+    cols: list[list[tuple[int, float]]] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    integer: list[bool] = []
+    owner: list[tuple[str, int, object]] = []
+
+    def col(
+        entries: list[tuple[int, float]], c: float, ub: float, integral: bool, who: tuple
+    ) -> None:
+        cols.append(entries)
+        cost.append(c)
+        upper.append(ub)
+        integer.append(integral)
+        owner.append(who)
+
+    spread_fixed = sum(
+        1
+        for jid, parts in state.plan.items()
+        if jid not in set(free) and len(parts) > 1 and not ctx.must_spread(jobs[jid])
+    )
+    r_frag = row("max_fragmented", -inf, float(max(ctx.max_fragmented - spread_fixed, 0)))
+    class_list = list(classes.values())
+    for k, members in enumerate(class_list):
+        first = members[0]
+        g = first.gpus
+        fair = inst.fair_share_throughput(first)
+        r_k = row(f"cover[{first.id}]", float(len(members)), float(len(members)))
+        allowed = [s for s in hood if first.may_use(servers[s])]
+        if not ctx.must_spread(first):
+            for c, m, w in useful_points(first.sensitivity, fair):
+                for s in allowed:
+                    ub = min(len(members), int(servers[s].gpus // g))
+                    if ub < 1 or c > cap_c[s] or m > cap_m[s] + 1e-9:
+                        continue
+                    col(
+                        [(r_k, 1.0), (r_g[s], float(g)), (r_c[s], float(c)), (r_m[s], m)],
+                        w,
+                        float(ub),
+                        True,
+                        ("z", k, (s, (c, m, w))),
+                    )
+        if g < 2 or len(allowed) < 2:
+            continue
+        pen = first.split_penalty
+        required = fair * pen if ctx.must_spread(first) else fair
+        pts = useful_points(first.sensitivity, required / pen)
+        n_slots = len(members) if ctx.must_spread(first) else min(len(members), LNS_SLOTS_PER_CLASS)
+        prev_used: int | None = None
+        prev_cols: list[int] = []
+        for i in range(n_slots):
+            tag = f"{first.id}#{i}"
+            r_one = row(f"slot_one[{tag}]", -inf, 1.0)
+            r_gpu = row(f"slot_gpu[{tag}]", 0.0, 0.0)
+            r_span = row(f"span[{tag}]", 0.0, inf)
+            r_fc = row(f"flow_cpu[{tag}]", 0.0, 0.0)
+            r_fm = row(f"flow_mem[{tag}]", 0.0, 0.0)
+            r_order = row(f"order[{tag}]", -inf, 0.0) if prev_used is not None else None
+            for c, m, w in pts:
+                entries = [
+                    (r_k, 1.0),
+                    (r_one, 1.0),
+                    (r_gpu, -float(g)),
+                    (r_span, -2.0),
+                    (r_fc, -float(c)),
+                    (r_fm, -m),
+                ]
+                if r_order is not None:
+                    entries.append((r_order, 1.0))  # this slot used <= the previous one
+                if not ctx.must_spread(first):
+                    entries.append((r_frag, 1.0))
+                col(entries, w * pen, 1.0, True, ("y", k, (i, (c, m, w))))
+            if r_order is not None:  # the previous slot's y columns enter with -1
+                for ci in prev_cols:
+                    cols[ci].append((r_order, -1.0))
+            prev_used = i
+            prev_cols = [
+                ci for ci, o in enumerate(owner) if o[0] == "y" and o[1] == k and o[2][0] == i
+            ]  # type: ignore[index]
+            for s in allowed:
+                r_lo = row(f"link_lo[{tag},{s}]", -inf, 0.0)
+                r_hi = row(f"link_hi[{tag},{s}]", -inf, 0.0)
+                r_cc = row(f"cpu_cap[{tag},{s}]", -inf, 0.0)
+                r_mc = row(f"mem_cap[{tag},{s}]", -inf, 0.0)
+                col(
+                    [(r_gpu, 1.0), (r_lo, -1.0), (r_hi, 1.0), (r_g[s], 1.0)],
+                    0.0,
+                    float(min(g - 1, servers[s].gpus)),
+                    True,
+                    ("a", k, (i, s)),
+                )
+                col(
+                    [
+                        (r_lo, 1.0),
+                        (r_hi, -float(g - 1)),
+                        (r_span, 1.0),
+                        (r_cc, -cap_c[s]),
+                        (r_mc, -cap_m[s]),
+                    ],
+                    0.0,
+                    1.0,
+                    True,
+                    ("u", k, (i, s)),
+                )
+                col(
+                    [(r_fc, 1.0), (r_cc, 1.0), (r_c[s], 1.0)],
+                    0.0,
+                    max(cap_c[s], 0.0),
+                    True,
+                    ("f", k, (i, s)),
+                )
+                col(
+                    [(r_fm, 1.0), (r_mc, 1.0), (r_m[s], 1.0)],
+                    0.0,
+                    max(cap_m[s], 0.0),
+                    False,
+                    ("f", k, (i, s)),
+                )
+    mm = matrix_model(cols, cost, upper, integer, lo, hi, names, maximize=True, name="lns_hood")
+    res = ctx.solve(mm, rel_gap=1e-4, node_limit=LNS_NODES)
+    if res.x is None:
+        return None
+
+    # Per class: (W, point, parts) per placed job, best first, to members in priority order.
+    placed: list[list[tuple[float, Point, tuple[tuple[int, int], ...]]]] = [[] for _ in class_list]
+    slot_gpus: dict[tuple[int, int], dict[int, int]] = {}
+    slot_point: dict[tuple[int, int], Point] = {}
+    for (kind, k, data), v in zip(owner, res.x, strict=True):
+        n = int(round(float(v)))
+        if n <= 0:
+            continue
+        if kind == "z":
+            s, pt = data  # type: ignore[misc]
+            placed[k].extend([(pt[2], pt, ((s, class_list[k][0].gpus),))] * n)
+        elif kind == "y":
+            i, pt = data  # type: ignore[misc]
+            slot_point[(k, i)] = pt
+        elif kind == "a":
+            i, s = data  # type: ignore[misc]
+            slot_gpus.setdefault((k, i), {})[s] = n
+    for (k, i), pt in slot_point.items():
+        parts = tuple(sorted((s, a) for s, a in slot_gpus.get((k, i), {}).items() if a > 0))
+        if sum(a for _, a in parts) != class_list[k][0].gpus or len(parts) < 2:
+            return None  # pragma: no cover - the rows forbid it
+        placed[k].append((pt[2] * class_list[k][0].split_penalty, pt, parts))
+    plan = dict(state.plan)
+    points = dict(state.points)
+    for k, members in enumerate(class_list):
+        got = sorted(placed[k], key=lambda t: (-t[0], t[2]))
+        if len(got) != len(members):
+            return None  # pragma: no cover - cover rows are equalities
+        for job, (_, pt, parts) in zip(members, got, strict=True):
+            plan[job.id] = parts
+            points[job.id] = pt
+    if sum(1 for p in plan.values() if len(p) > 1) > ctx.max_fragmented:
+        return None
+    if deploy(inst, plan, points) is None:
+        return None
+    return State(plan, points, total_of(ctx, plan, points))
+
+
+def placements(ctx: RoundContext, state: State) -> dict[str, list[PlacementPart]] | None:
+    """Placement parts of ``state`` (``None`` only on numerical trouble)."""
+    return deploy(ctx.inst, state.plan, state.points)
