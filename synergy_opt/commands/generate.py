@@ -32,10 +32,14 @@ from synergy_opt.types import ValidationError
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``generate`` sub-command."""
     p = sub.add_parser("generate", help="generate a round instance", description=__doc__)
-    p.add_argument("--servers", type=positive_int, default=16)
-    p.add_argument("--gpus-per-server", type=positive_int, default=8)
-    p.add_argument("--cpus-per-server", type=positive_int, default=24)
-    p.add_argument("--mem-per-server-gb", type=positive_float, default=500.0)
+    p.add_argument("--servers", type=positive_int, default=16, help="identical servers (16)")
+    p.add_argument("--gpus-per-server", type=positive_int, default=8, help="GPUs per server (8)")
+    p.add_argument(
+        "--cpus-per-server", type=positive_int, default=24, help="CPU cores per server (24)"
+    )
+    p.add_argument(
+        "--mem-per-server-gb", type=positive_float, default=500.0, help="memory per server (500)"
+    )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--jobs", type=nonneg_int, default=None, help="number of jobs")
     size.add_argument(
@@ -46,7 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--split", default="20,70,10", help="IMAGE,LANGUAGE,SPEECH percentages")
     mix = p.add_mutually_exclusive_group()
-    mix.add_argument("--workload", choices=("single-gpu", "multi-gpu"), default=None)
+    mix.add_argument(
+        "--workload",
+        choices=("single-gpu", "multi-gpu"),
+        default=None,
+        help="the paper's GPU-demand mix: all 1 GPU (default) or 1/2/4/8 GPUs",
+    )
     mix.add_argument("--gpu-mix", default=None, help="GPUS:WEIGHT pairs, e.g. 1:70,2:10,4:15,8:5")
     p.add_argument(
         "--server-shapes",
@@ -76,10 +85,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=128,
         help="GPUs of a --family round, a multiple of 32 (default 128)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--name", default=None, help="instance name")
-    p.add_argument("--profiles", default=None, metavar="PROFILES.json")
-    p.add_argument("-o", "--output", default=None, metavar="INSTANCE.json")
+    p.add_argument(
+        "--profiles",
+        default=None,
+        metavar="PROFILES.json",
+        help="model profiles to draw jobs from (docs/formats.md section 6; default: shipped)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="INSTANCE.json",
+        help="write the round here (docs/formats.md section 1; default: standard output)",
+    )
     p.set_defaults(func=run)
 
 
