@@ -11,7 +11,13 @@ from __future__ import annotations
 import time
 
 from synergy_opt.mechanisms.base import MechanismOptions, register
-from synergy_opt.mechanisms.packing import ClusterState, DemandTable, place_job
+from synergy_opt.mechanisms.packing import (
+    ClusterState,
+    DemandTable,
+    order_views,
+    place_job,
+    type_views,
+)
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
@@ -38,8 +44,14 @@ class Greedy:
                 break
             if job.gpus > free_gpus:
                 continue
-            d = self._demand.best(job, total_c, total_m)
-            parts = place_job(state, job, d.cpus, d.mem_gb, first_fit=True)
+            views = type_views(inst, job)
+            best = [self._demand.best(v, total_c, total_m) for v in views]
+            demands = [(d.cpus, d.mem_gb) for d in best]
+            parts = None
+            for k in order_views(state, views, demands, first_fit=True):
+                parts = place_job(state, views[k], best[k].cpus, best[k].mem_gb, first_fit=True)
+                if parts:
+                    break
             if parts:
                 free_gpus -= job.gpus
                 placements[job.id] = [PlacementPart(names[i], k, c, m) for i, k, c, m in parts]

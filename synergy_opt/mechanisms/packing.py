@@ -12,9 +12,18 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Cluster, Job, RoundInstance, Server
+from synergy_opt.types import (
+    MEM_EPS_GB,
+    THROUGHPUT_EPS,
+    Cluster,
+    Job,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+)
 
 _NEG_INF = float("-inf")
 
@@ -166,6 +175,90 @@ class ClusterState:
             if left == 0:
                 return plan if len(plan) > 1 else None
         return None
+
+
+def type_views(inst: RoundInstance, job: Job) -> tuple[Job, ...]:
+    """``job`` as it would run on each GPU type it may use, for jobs with per-type matrices.
+
+    A view is the job restricted to one type (``gpu_types=(t,)``) whose ``sensitivity`` is
+    that type's matrix, so the heuristics' demand tables and look-ups need no other change
+    and the job runs on one GPU type (FORMATS.md section 1).  Types come in cluster order;
+    a type whose GPUs cannot hold the job has no view.  A job without per-type matrices is
+    its only view (single-type answers are unchanged).  When the cluster has untyped
+    servers, or no single type can hold the job, a last view lets it span types with the
+    pointwise slowest of its matrices (what a job spanning types realises).
+    """
+    if job.sensitivity_by_type is None:
+        return (job,)
+    return _type_views(job, _type_gpus(inst.cluster))
+
+
+@lru_cache(maxsize=64)
+def _type_gpus(cluster: Cluster) -> tuple[tuple[str | None, int], ...]:
+    """GPUs per GPU type, in cluster order of first appearance."""
+    out: dict[str | None, int] = {}
+    for s in cluster.servers:
+        out[s.gpu_type] = out.get(s.gpu_type, 0) + s.gpus
+    return tuple(out.items())
+
+
+@lru_cache(maxsize=8192)
+def _type_views(job: Job, type_gpus: tuple[tuple[str | None, int], ...]) -> tuple[Job, ...]:
+    views: list[Job] = []
+    usable: list[ThroughputMatrix] = []
+    for t, gpus in type_gpus:
+        if job.gpu_types is not None and t not in job.gpu_types:
+            continue
+        w = job.matrix_for(t)
+        usable.append(w)
+        if t is not None and gpus >= job.gpus:
+            views.append(replace(job, sensitivity=w, gpu_types=(t,), sensitivity_by_type=None))
+    untyped = any(t is None for t, _ in type_gpus if job.gpu_types is None)
+    if untyped or not views:
+        views.append(replace(job, sensitivity=_slowest(usable, job.sensitivity)))
+    return tuple(views)
+
+
+def _slowest(mats: Sequence[ThroughputMatrix], default: ThroughputMatrix) -> ThroughputMatrix:
+    """Pointwise minimum of matrices on one grid (``default`` when their grids differ)."""
+    if not mats or any((w.cpus, w.mem_gb) != (mats[0].cpus, mats[0].mem_gb) for w in mats):
+        return default
+    if len({id(w) for w in mats}) == 1:
+        return mats[0]
+    rows = tuple(
+        tuple(min(vals) for vals in zip(*(w.throughput[i] for w in mats), strict=True))
+        for i in range(len(mats[0].cpus))
+    )
+    return ThroughputMatrix(mats[0].cpus, mats[0].mem_gb, rows)
+
+
+def order_views(
+    state: ClusterState,
+    views: Sequence[Job],
+    demands: Sequence[tuple[int, float]],
+    *,
+    first_fit: bool = False,
+) -> list[int]:
+    """Indices of ``views``, type-agnostically: the one whose best-fit server is tightest first.
+
+    A type-agnostic mechanism would best-fit (or first-fit) the job over all servers; with
+    views, it takes the view whose own fitting server is the one that search would find
+    (least free resources, or lowest index), views fitting on no single server last, in
+    cluster order.  One view: ``[0]`` without any search.
+    """
+    if len(views) == 1:
+        return [0]
+
+    def key(k: int) -> tuple[int, tuple[int, int, float, int], int]:
+        v = views[k]
+        c, m = demands[k]
+        if v.gpus <= state.max_server_gpus(v):
+            i = (state.first_fit if first_fit else state.best_fit)(v, v.gpus, c, m)
+            if i is not None:
+                return (0, (i, 0, 0.0, 0) if first_fit else state._key(i), k)
+        return (1, (0, 0, 0.0, 0), k)
+
+    return sorted(range(len(views)), key=key)
 
 
 def max_single_server_gpus(servers: Sequence[Server], job: Job) -> int:

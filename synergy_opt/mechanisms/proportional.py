@@ -12,8 +12,10 @@ import time
 from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.packing import (
     ClusterState,
+    order_views,
     place_job,
     select_runnable,
+    type_views,
 )
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
@@ -40,17 +42,25 @@ class Proportional:
         placements: dict[str, list[PlacementPart]] = {}
         for job in runnable:
             c, m = inst.fair_share(job)
-            # Spreading a job that fits on one server costs it its split penalty; the
-            # baseline then waits for a whole server rather than run below its own share.
-            consolidable = job.gpus <= state.max_server_gpus(job)
-            parts = place_job(
-                state,
-                job,
-                c,
-                m,
-                allow_spread=not consolidable or job.split_penalty >= 1.0,
-                fit_spread=True,
-            )
-            if parts:
-                placements[job.id] = [PlacementPart(names[i], k, pc, pm) for i, k, pc, pm in parts]
+            # A job with per-type matrices runs on one GPU type: one view per type, taken
+            # type-agnostically (the view whose best-fit server is tightest first).
+            views = type_views(inst, job)
+            for k in order_views(state, views, [(c, m)] * len(views)):
+                view = views[k]
+                # Spreading a job that fits on one server costs it its split penalty; the
+                # baseline then waits for a whole server rather than run below its own share.
+                consolidable = view.gpus <= state.max_server_gpus(view)
+                parts = place_job(
+                    state,
+                    view,
+                    c,
+                    m,
+                    allow_spread=not consolidable or view.split_penalty >= 1.0,
+                    fit_spread=True,
+                )
+                if parts:
+                    placements[job.id] = [
+                        PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts
+                    ]
+                    break
         return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)

@@ -18,7 +18,14 @@ from __future__ import annotations
 import time
 
 from synergy_opt.mechanisms.base import MechanismOptions, register
-from synergy_opt.mechanisms.packing import ClusterState, DemandTable, place_job, select_runnable
+from synergy_opt.mechanisms.packing import (
+    ClusterState,
+    DemandTable,
+    order_views,
+    place_job,
+    select_runnable,
+    type_views,
+)
 from synergy_opt.types import (
     MEM_EPS_GB,
     Allocation,
@@ -50,9 +57,13 @@ class Tetris:
         runnable = select_runnable(inst)
         # Pending jobs grouped by (gpus, cpus, mem, gpu types), in priority order within a group.
         groups: dict[tuple[int, int, float, tuple[str, ...] | None], list[Job]] = {}
+        # A job with per-type matrices enters once per GPU type it may use (its type views,
+        # each with that type's best demand); placing one view withdraws the others.
+        views_of = {job.id: type_views(inst, job) for job in runnable}
         for job in runnable:
-            d = self._demand.best(job, total_c, total_m)
-            groups.setdefault((job.gpus, d.cpus, d.mem_gb, job.gpu_types), []).append(job)
+            for v in views_of[job.id]:
+                d = self._demand.best(v, total_c, total_m)
+                groups.setdefault((v.gpus, d.cpus, d.mem_gb, v.gpu_types), []).append(v)
         placements: dict[str, list[PlacementPart]] = {}
         while groups:
             best: tuple[float, int, tuple[int, int, float, tuple[str, ...] | None]] | None = None
@@ -85,12 +96,22 @@ class Tetris:
                 del groups[key]
             state.take(i, g, c, m)
             placements[job.id] = [PlacementPart(names[i], g, c, m)]
+            if len(views_of[job.id]) > 1:
+                for other in [k for k, js in groups.items() if any(x.id == job.id for x in js)]:
+                    groups[other] = [x for x in groups[other] if x.id != job.id]
+                    if not groups[other]:
+                        del groups[other]
         # What no single server could take at its best demand: GPU-proportional, first fit.
         for job in runnable:
             if job.id in placements:
                 continue
             c, m = inst.fair_share(job)
-            parts = place_job(state, job, c, m, first_fit=True)
+            views = views_of[job.id]
+            parts = None
+            for k in order_views(state, views, [(c, m)] * len(views), first_fit=True):
+                parts = place_job(state, views[k], c, m, first_fit=True)
+                if parts:
+                    break
             if parts:
                 placements[job.id] = [
                     PlacementPart(names[k], pg, pc, pm) for k, pg, pc, pm in parts

@@ -25,12 +25,15 @@ from dataclasses import dataclass, field
 from synergy_opt.mechanisms.base import MechanismOptions, register, register_alias
 from synergy_opt.mechanisms.packing import (
     ClusterState,
+    DemandPoint,
     DemandTable,
+    order_views,
     place_job,
     select_runnable,
     split_cpus,
     split_mem,
     spread_parts,
+    type_views,
 )
 from synergy_opt.types import (
     MEM_EPS_GB,
@@ -112,7 +115,13 @@ class Tune:
         total_c, total_m = cluster.total_cpus, cluster.total_mem_gb
         prio = {j.id: k for k, j in enumerate(inst.jobs)}
         runnable = select_runnable(inst)
-        best = {j.id: self._demand.best(j, total_c, total_m) for j in runnable}
+        # A job with per-type matrices is tried on each GPU type it may use (its type
+        # views, each with that type's matrix); any other job is its only view.
+        views_of = {j.id: type_views(inst, j) for j in runnable}
+        best_of = {
+            j.id: [self._demand.best(v, total_c, total_m) for v in views_of[j.id]] for j in runnable
+        }
+        best = {jid: ds[0] for jid, ds in best_of.items()}
         if self.sort_by_demand:
             runnable.sort(key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id]))
         else:
@@ -123,49 +132,13 @@ class Tune:
 
         for job in runnable:
             fair_tp = inst.fair_share_throughput(job)
-            consolidable = job.gpus <= state.max_server_gpus(job)
-            d = best[job.id]
-            cpus, mem = d.cpus, d.mem_gb
-            parts = place_job(
-                state,
-                job,
-                cpus,
-                mem,
-                allow_spread=self._may_spread(job, consolidable, d.throughput, fair_tp),
-            )
-            if parts is None:
-                s = self._demand.shrink(job, total_c, total_m, cpus, mem, fair_tp)
-                if s is not None and (s.cpus, s.mem_gb) != (cpus, mem):
-                    cpus, mem = s.cpus, s.mem_gb
-                    parts = place_job(
-                        state,
-                        job,
-                        cpus,
-                        mem,
-                        allow_spread=self._may_spread(job, consolidable, s.throughput, fair_tp),
-                    )
-            if parts is None:
-                parts = self._reclaim_and_place(
-                    inst, state, residents, job, cpus, mem, consolidable, fair_tp
-                )
-            if parts is None:
-                # Last resort for heterogeneous clusters: no server (and no GPU-only spread)
-                # can feed even the fair-share-keeping demand, e.g. 500 GB for 8 GPUs on
-                # 384 GB servers; spread it by what each server can feed, or it never runs.
-                w = job.sensitivity.lookup(cpus, mem)
-                parts = place_job(
-                    state,
-                    job,
-                    cpus,
-                    mem,
-                    allow_spread=self._may_spread(job, consolidable, w, fair_tp),
-                    fit_spread=True,
-                )
-            if parts is None:
+            got = self._place(inst, state, residents, views_of[job.id], best_of[job.id], fair_tp)
+            if got is None:
                 continue
+            view, cpus, mem, parts, consolidable = got
             spread = len(parts) > 1
             w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
-            rec = _Placed(job, prio[job.id], cpus, mem, list(parts), w_floor)
+            rec = _Placed(view, prio[job.id], cpus, mem, list(parts), w_floor)
             placed.append(rec)
             for p in parts:
                 residents[p[0]].append(rec)
@@ -177,6 +150,76 @@ class Tune:
         return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ helpers
+
+    def _place(
+        self,
+        inst: RoundInstance,
+        state: ClusterState,
+        residents: list[list[_Placed]],
+        views: tuple[Job, ...],
+        best: list[DemandPoint],
+        fair_tp: float,
+    ) -> tuple[Job, int, float, list[Part], bool] | None:
+        """Place one job: (view, cores, memory, parts, consolidable), or ``None``.
+
+        Each step (best demand; shrunk to the fair-share-keeping demand; reclaiming from
+        residents; spreading by what servers can feed) is tried on every view before the
+        next, views in type-agnostic best-fit order; with one view, the steps of the paper.
+        ``fair_tp`` is the job's own fair share (for a typed job, its slowest usable type's),
+        which every view must keep.
+        """
+        total_c, total_m = inst.cluster.total_cpus, inst.cluster.total_mem_gb
+        want = [(d.cpus, d.mem_gb) for d in best]
+        order = order_views(state, views, want)
+        cons = [v.gpus <= state.max_server_gpus(v) for v in views]
+
+        for k in order:
+            v, d = views[k], best[k]
+            parts = place_job(
+                state,
+                v,
+                d.cpus,
+                d.mem_gb,
+                allow_spread=self._may_spread(v, cons[k], d.throughput, fair_tp),
+            )
+            if parts is not None:
+                return v, d.cpus, d.mem_gb, parts, cons[k]
+        for k in order:
+            v, (cpus, mem) = views[k], want[k]
+            s = self._demand.shrink(v, total_c, total_m, cpus, mem, fair_tp)
+            if s is not None and (s.cpus, s.mem_gb) != (cpus, mem):
+                want[k] = (s.cpus, s.mem_gb)
+                parts = place_job(
+                    state,
+                    v,
+                    s.cpus,
+                    s.mem_gb,
+                    allow_spread=self._may_spread(v, cons[k], s.throughput, fair_tp),
+                )
+                if parts is not None:
+                    return v, s.cpus, s.mem_gb, parts, cons[k]
+        for k in order:
+            v, (cpus, mem) = views[k], want[k]
+            parts = self._reclaim_and_place(inst, state, residents, v, cpus, mem, cons[k], fair_tp)
+            if parts is not None:
+                return v, cpus, mem, parts, cons[k]
+        for k in order:
+            # Last resort for heterogeneous clusters: no server (and no GPU-only spread)
+            # can feed even the fair-share-keeping demand, e.g. 500 GB for 8 GPUs on
+            # 384 GB servers; spread it by what each server can feed, or it never runs.
+            v, (cpus, mem) = views[k], want[k]
+            w = v.sensitivity.lookup(cpus, mem)
+            parts = place_job(
+                state,
+                v,
+                cpus,
+                mem,
+                allow_spread=self._may_spread(v, cons[k], w, fair_tp),
+                fit_spread=True,
+            )
+            if parts is not None:
+                return v, cpus, mem, parts, cons[k]
+        return None
 
     @staticmethod
     def _may_spread(job: Job, consolidable: bool, w: float, fair_tp: float) -> bool:
