@@ -72,14 +72,20 @@ def _resolved(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.path.abspath(path))
 
 
+def _identity(path: str | os.PathLike[str]) -> set[object]:
+    """Keys naming the file at ``path``: its resolved path and, when it exists, its inode."""
+    keys: set[object] = {_resolved(path)}
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return keys
+    keys.add((st.st_dev, st.st_ino))
+    return keys
+
+
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """True when ``a`` and ``b`` name one file (resolved paths, or one inode when both exist)."""
-    if _resolved(a) == _resolved(b):
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): different files
-        return False
+    return bool(_identity(a) & _identity(b))
 
 
 def _inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
@@ -166,17 +172,28 @@ def preflight(
         check_folder_target(o.path, o.option)
         for t in o.targets():
             check_file_target(t, o.option)
-    written = [(o, t) for o in outs for t in o.targets()]
+    # Each file to be written, by every key naming it: one pass, however many files.
+    written: dict[object, tuple[Output, Path]] = {}
+    for o in outs:
+        for t in o.targets():
+            for key in _identity(t):
+                prev = written.setdefault(key, (o, t))
+                if prev != (o, t):
+                    raise OutputError(
+                        f"{t}: both {prev[0].option} and {o.option} would write it; "
+                        "give them different paths"
+                    )
     for option, path in inputs:
         if path is None or str(path) == STDOUT:
             continue
-        for o, t in written:
-            if same_file(path, t):
-                harm = f"would write {t} over" if o.folder else "would overwrite"
-                raise OutputError(
-                    f"{path}: {o.option} {o.path} {harm} this input ({option}); "
-                    "write the results elsewhere"
-                )
+        hit = next((written[k] for k in _identity(path) if k in written), None)
+        if hit is not None:
+            o, t = hit
+            harm = f"would write {t} over" if o.folder else "would overwrite"
+            raise OutputError(
+                f"{path}: {o.option} {o.path} {harm} this input ({option}); "
+                "write the results elsewhere"
+            )
         for o in outs:
             for tree in o.trees:
                 if _inside(path, Path(o.path) / tree):
@@ -184,13 +201,6 @@ def preflight(
                         f"{path}: lies inside {Path(o.path) / tree}, which {o.option} "
                         f"{o.path} owns ({option}); move the input out of it"
                     )
-    for k, (o1, t1) in enumerate(written):
-        for o2, t2 in written[k + 1 :]:
-            if same_file(t1, t2):
-                raise OutputError(
-                    f"{t1}: both {o1.option} and {o2.option} would write it; "
-                    "give them different paths"
-                )
 
 
 # --------------------------------------------------------------------------- writing

@@ -1,12 +1,13 @@
 """Output faults and data loss over every command that writes (issue 12, kinds 2 and 3).
 
-Each case runs the real command line in a fresh copy of a small workspace (an instance, a
-trace, an Alibaba pod and node list, a profile file, a sweep spec and a finished sweep) and
-asserts what a user must see: exit code 2, exactly one line on standard error naming the
-path, no traceback, every file of the workspace byte-for-byte as before and no new file at
-all (the refusal comes before any work).  The full-disk cases cap the file size with
-``RLIMIT_FSIZE``: the write fails half-way, like on a full disk, and no temporary or partial
-file may be left.
+Each case runs the command line in a fresh copy of a small workspace (an instance, a trace,
+an Alibaba pod and node list, a profile file, a sweep spec and a finished sweep) and asserts
+what a user must see: exit code 2, exactly one line on standard error naming the path, no
+traceback, every file of the workspace byte-for-byte as before and no new file at all (the
+refusal comes before any work).  Refusals run in this process, which is fast; the full-disk
+and standard-output cases run the real command in a subprocess.  The full-disk cases cap
+the file size with ``RLIMIT_FSIZE``: the write fails half-way, like on a full disk, and no
+temporary or partial file may be left.
 
 Running as root, a folder without write permission is writable anyway, so the unwritable
 folder cases use a path below a file and a path in ``/proc`` (where nothing can be created),
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from synergy_opt import outputs
+from synergy_opt.cli import main
 from synergy_opt.outputs import Output, OutputError, preflight
 from tests.conftest import INSTANCES, ROOT
 
@@ -240,12 +242,21 @@ def _assert_refused(ws: Path, r: subprocess.CompletedProcess[str], names: str) -
 
 
 @pytest.mark.parametrize("name", sorted(UNWRITABLE) + sorted(DATA_LOSS))
-def test_refused_in_one_line_and_nothing_changes(ws: Path, name: str) -> None:
+def test_refused_in_one_line_and_nothing_changes(
+    ws: Path, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (the refusal comes before any work, so this is the real code path); an
+    exception escaping ``main`` would be the traceback a user sees, and fails the test."""
     case = UNWRITABLE.get(name) or DATA_LOSS[name]
     _prepare(ws, name)
     before = snapshot(ws)
-    r = run_cli(ws, *case.argv)
-    _assert_refused(ws, r, case.names)
+    monkeypatch.chdir(ws)
+    try:
+        rc = main(list(case.argv))
+    except SystemExit as e:  # argparse's own usage errors exit directly
+        rc = int(e.code or 0)
+    err = capsys.readouterr().err
+    _assert_refused(ws, subprocess.CompletedProcess(case.argv, rc, "", err), case.names)
     assert snapshot(ws) == before  # inputs unchanged, and not one new file
 
 
