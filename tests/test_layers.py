@@ -86,3 +86,65 @@ def test_no_library_module_imports_the_command_layer() -> None:
         if (hits := upward_imports(p.read_text(encoding="utf-8")))
     }
     assert offenders == {}
+
+
+# --------------------------------------------------------------------------- no machine paths
+
+#: Operating-system interfaces a test may name: the same on every Linux machine.
+OS_PATHS = ("/dev/", "/proc/")
+
+
+def absolute_paths(source: str) -> list[str]:
+    """String literals in ``source`` that are absolute file-system paths (f-string parts too).
+
+    Tests and benchmarks find data relative to the repository (``tests/conftest.py``); an
+    absolute path works on one machine only, and silently skips or fails anywhere else.
+    """
+    tree = ast.parse(source)
+    inner: set[int] = set()  # f-string pieces after the first: not the start of a path
+    heads: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            inner.update(id(v) for v in node.values)
+            first = node.values[0] if node.values else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                heads.append(first.value)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inner:
+            heads.append(node.value)
+    return [t for t in heads if _is_machine_path(t)]
+
+
+def _is_machine_path(text: str) -> bool:
+    return (
+        text.startswith("/")
+        and len(text) > 1
+        and not text.startswith(OS_PATHS)
+        and "\n" not in text
+        and " " not in text.split("/")[1]
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # The expected paths are spelled "/" + "..." so this file does not trip the test.
+        ('TRACE = Path("/work/shared/data/x.csv")', ["/" + "work/shared/data/x.csv"]),
+        ('p = f"/home/{user}/data"', ["/" + "home/"]),
+        ('open("/dev/full", "w")', []),
+        ('Path(f"/proc/{pid}/stat")', []),
+        ('x = "a/b.csv"; y = "/"', []),
+    ],
+)
+def test_absolute_path_detector(source: str, expected: list[str]) -> None:
+    assert absolute_paths(source) == expected
+
+
+def test_no_absolute_path_in_tests_or_bench() -> None:
+    offenders = {
+        str(p.relative_to(ROOT)): hits
+        for folder in ("tests", "bench")
+        for p in sorted((ROOT / folder).rglob("*.py"))
+        if (hits := absolute_paths(p.read_text(encoding="utf-8")))
+    }
+    assert offenders == {}
