@@ -182,10 +182,12 @@ DATA_LOSS: dict[str, Case] = {
     "solve-through-link": Case(
         ("solve", "link.json", "--mechanism", "tune", "-o", "round.json"), "link.json"
     ),
-    "generate-onto-profiles": Case((*GENERATE, "--profiles", "prof.json", "-o", "prof.json"),
-                                   "prof.json"),
-    "profile-onto-profiles": Case((*PROFILE, "--profiles", "prof.json", "-o", "./prof.json"),
-                                  "prof.json"),
+    "generate-onto-profiles": Case(
+        (*GENERATE, "--profiles", "prof.json", "-o", "prof.json"), "prof.json"
+    ),
+    "profile-onto-profiles": Case(
+        (*PROFILE, "--profiles", "prof.json", "-o", "./prof.json"), "prof.json"
+    ),
     "convert-onto-pods": Case((*CONVERT, "-o", "pods.csv"), "pods.csv"),
     "convert-cluster-onto-nodes": Case(
         (*CONVERT, "-o", "t.csv", "--cluster-out", "nodes.csv"), "nodes.csv"
@@ -193,8 +195,9 @@ DATA_LOSS: dict[str, Case] = {
     "convert-both-outputs-one-file": Case(
         (*CONVERT, "-o", "t.csv", "--cluster-out", "./t.csv"), "t.csv"
     ),
-    "convert-onto-profiles": Case((*CONVERT, "--profiles", "prof.json", "-o", "prof.json"),
-                                  "prof.json"),
+    "convert-onto-profiles": Case(
+        (*CONVERT, "--profiles", "prof.json", "-o", "prof.json"), "prof.json"
+    ),
     "simulate-trace-in-output": Case(
         ("simulate", "--trace", "run/jobs.csv", "-o", "run", "--quiet"), "run/jobs.csv"
     ),
@@ -206,8 +209,14 @@ DATA_LOSS: dict[str, Case] = {
     ),
     "compare-trace-in-run-folder": Case(
         (
-            "compare", "--trace", "run/fifo-tune/jobs.csv", "--mechanisms", "tune",
-            "-o", "run", "--quiet",
+            "compare",
+            "--trace",
+            "run/fifo-tune/jobs.csv",
+            "--mechanisms",
+            "tune",
+            "-o",
+            "run",
+            "--quiet",
         ),
         "run/fifo-tune/jobs.csv",
     ),
@@ -383,10 +392,12 @@ def test_writer_never_replaces_a_device_or_folder(tmp_path: Path) -> None:
     [
         ([("IN", "a.json")], [Output("-o", "b.json")], True),
         ([("IN", "a.json")], [Output("-o", "./a.json")], False),
-        ([("IN", "d/summary.json")], [Output("-o", "d", folder=True, files=("summary.json",))],
-         False),
-        ([("IN", "d/other.json")], [Output("-o", "d", folder=True, files=("summary.json",))],
-         True),
+        (
+            [("IN", "d/summary.json")],
+            [Output("-o", "d", folder=True, files=("summary.json",))],
+            False,
+        ),
+        ([("IN", "d/other.json")], [Output("-o", "d", folder=True, files=("summary.json",))], True),
         ([("IN", "d/cells/k/x.csv")], [Output("-o", "d", folder=True, trees=("cells",))], False),
         ([("IN", "d/cellsx/x.csv")], [Output("-o", "d", folder=True, trees=("cells",))], True),
         ([], [Output("-o", "x.csv"), Output("--cluster-out", "sub/../x.csv")], False),
