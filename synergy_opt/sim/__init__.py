@@ -29,8 +29,9 @@ Modules: ``config`` (frozen :class:`SimConfig`), ``semantics`` (the two models' 
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimResult, SimulationError, simulate
 from synergy_opt.sim.metrics import summarize, write_outputs
-from synergy_opt.sim.semantics import Semantics, get_semantics, semantics_names
+from synergy_opt.sim.semantics import Semantics, ablations, get_semantics, semantics_names
 from synergy_opt.sim.workload import WorkloadSpec, generate_workload
+from synergy_opt.tracefile import read_trace
 
 __all__ = [
     "Semantics",
@@ -38,9 +39,11 @@ __all__ = [
     "SimResult",
     "SimulationError",
     "WorkloadSpec",
+    "ablations",
     "generate_workload",
     "get_semantics",
     "paper_cluster",
+    "read_trace",
     "semantics_names",
     "simulate",
     "summarize",
