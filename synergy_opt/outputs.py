@@ -19,6 +19,7 @@ Before any work, a command hands its inputs and outputs to :func:`preflight`, wh
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -257,6 +258,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 
 def write_stdout(text: str) -> None:
     """Write ``text`` to standard output now; a failed write (``> /dev/full``) is one line."""
+    if sys.stdout is None:  # started with standard output closed (``>&-``)
+        raise OutputError("standard output: cannot write: it is closed")
     try:
         sys.stdout.write(text)
     except OSError as e:
@@ -271,6 +274,8 @@ def flush_stdout() -> None:
     The unwritten bytes would otherwise be flushed again at exit and fail there with a
     traceback, so standard output is pointed at the null device after a failure.
     """
+    if sys.stdout is None:  # closed from the start: print() wrote nothing, nothing to flush
+        return
     try:
         sys.stdout.flush()
     except OSError as e:
@@ -278,13 +283,21 @@ def flush_stdout() -> None:
         raise OutputError(f"standard output: cannot write: {_reason(e)}") from None
 
 
+#: errno values of a write that failed because of where it was going.
+_WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF, errno.EINVAL}
+)
+
+
 def stdout_failure(e: OSError) -> OutputError | None:
     """The one-line error for ``e`` if it is a failed write to standard output, else None.
 
     Files are written through :func:`atomic_path`, whose errors name their path, so an
-    ``OSError`` without a file name reaching the command line comes from ``print``.
+    ``OSError`` of a failed write (full disk, closed pipe, I/O error) without a file name
+    reaching the command line comes from ``print``.  Anything else (a refused connection, a
+    time-out) is not an output fault and is left alone.
     """
-    if e.filename is not None:
+    if e.filename is not None or e.errno not in _WRITE_ERRNOS:
         return None
     _drop_stdout()
     return OutputError(f"standard output: cannot write: {_reason(e)}")

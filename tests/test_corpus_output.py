@@ -419,3 +419,16 @@ def test_preflight_compares_resolved_paths(
     else:
         with pytest.raises(OutputError):
             check()
+
+
+def test_closed_standard_output_is_one_line(ws: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "synergy_opt", *SOLVE],
+        cwd=ws,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=TIMEOUT_S,
+        preexec_fn=lambda: os.close(1),
+    )
+    _assert_refused(ws, r, "standard output")
