@@ -19,6 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synergy_opt.gpu_types import (
+    REFERENCE_GPU_TYPE,
+    gavel_split_penalty,
+    shipped_gavel_table,
+    typed_matrices,
+)
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, shipped_profiles
 from synergy_opt.types import Cluster, Job, RoundInstance, Server, ValidationError, intern_matrices
 
@@ -48,6 +54,12 @@ class GenerateSpec:
     server_shapes: tuple[tuple[int, int, int, float], ...] | None = None
     #: Multi-GPU jobs draw a split penalty uniformly from [low, high], in steps of 0.01.
     split_penalty: tuple[float, float] | None = None
+    #: GPU types: (type, GPUs) in cluster order; servers take their type in order until
+    #: each type's GPUs are covered, and every job gets per-type matrices derived from its
+    #: profile and Gavel's measured type speeds (docs/gpu-types.md).
+    gpu_types: tuple[tuple[str, int], ...] | None = None
+    #: Multi-GPU jobs get Gavel's measured spread/consolidated ratio on the reference type.
+    gavel_split_penalty: bool = False
 
     def __post_init__(self) -> None:
         if self.server_shapes is not None:
@@ -64,6 +76,8 @@ class GenerateSpec:
                 raise ValidationError(
                     "split_penalty", f"needs 0 < LOW <= HIGH <= 1, got {lo:g}:{hi:g}"
                 )
+        if self.split_penalty is not None and self.gavel_split_penalty:
+            raise ValidationError("split_penalty", "give a range or gavel, not both")
         if self.servers < 1:
             raise ValidationError("servers", f"must be >= 1, got {self.servers}")
         if self.gpus_per_server < 1 or self.cpus_per_server < 1 or self.mem_per_server_gb <= 0:
@@ -84,6 +98,8 @@ class GenerateSpec:
             raise ValidationError("gpu_mix", "weights must have a positive sum")
         if max(g for g, _ in self.gpu_mix) > self.total_gpus:
             raise ValidationError("gpu_mix", "a GPU count exceeds the whole cluster")
+        if self.gpu_types is not None:
+            self.server_types()  # raises when the types do not cover whole servers
 
     @property
     def total_gpus(self) -> int:
@@ -93,7 +109,7 @@ class GenerateSpec:
         return self.servers * self.gpus_per_server
 
     def build_servers(self) -> tuple[Server, ...]:
-        """The cluster's servers, named s0, s1, ... in order."""
+        """The cluster's servers, named s0, s1, ... in order (typed when ``gpu_types``)."""
         shapes = self.server_shapes or (
             (self.servers, self.gpus_per_server, self.cpus_per_server, self.mem_per_server_gb),
         )
@@ -101,6 +117,39 @@ class GenerateSpec:
         for n, g, c, m in shapes:
             base = len(out)
             out.extend([Server(f"s{base + i}", g, c, float(m)) for i in range(n)])
+        if self.gpu_types is None:
+            return tuple(out)
+        return tuple(
+            Server(s.name, s.gpus, s.cpus, s.mem_gb, t)
+            for s, t in zip(out, self.server_types(), strict=True)
+        )
+
+    def server_types(self) -> tuple[str, ...]:
+        """Each server's GPU type: types take servers in order until their GPUs are covered."""
+        shapes = self.server_shapes or (
+            (self.servers, self.gpus_per_server, self.cpus_per_server, self.mem_per_server_gb),
+        )
+        gpus = [g for n, g, _, _ in shapes for _ in range(n)]
+        wanted = self.gpu_types or ()
+        if sum(k for _, k in wanted) != sum(gpus):
+            raise ValidationError(
+                "gpu_types",
+                f"the types' GPUs add up to {sum(k for _, k in wanted)}, "
+                f"the cluster has {sum(gpus)}",
+            )
+        out: list[str] = []
+        it = iter(gpus)
+        for t, k in wanted:
+            left = k
+            while left > 0:
+                g = next(it)
+                if g > left:
+                    raise ValidationError(
+                        "gpu_types",
+                        f"{t}:{k} ends inside a server of {g} GPUs; give each type whole servers",
+                    )
+                out.append(t)
+                left -= g
         return tuple(out)
 
 
@@ -168,13 +217,30 @@ def generate_instance(spec: GenerateSpec, profiles: ProfileLibrary | None = None
             lo, hi = spec.split_penalty
             steps = int(round((hi - lo) * 100))
             pen = round(lo + int(rng.integers(steps + 1)) / 100, 2)
-        jobs.append(Job(f"j{len(jobs)}", g, prof.matrix(g), prof.name, prof.category, pen))
+        if spec.gavel_split_penalty:
+            pen = gavel_split_penalty(prof.name, prof.category, REFERENCE_GPU_TYPE, g)
+        by_type = None
+        if spec.gpu_types is not None:
+            by_type = typed_matrices(prof, g, (t for t, _ in spec.gpu_types)) or None
+        jobs.append(
+            Job(
+                f"j{len(jobs)}",
+                g,
+                prof.matrix(g),
+                prof.name,
+                prof.category,
+                pen,
+                sensitivity_by_type=by_type,
+            )
+        )
         demanded += g
     shape = (
         f"{len(servers)}srv-{cluster.total_gpus}g"
         if spec.server_shapes is not None
         else f"{spec.servers}x{spec.gpus_per_server}g"
     )
+    if spec.gpu_types is not None:
+        shape += "-" + "-".join(f"{k}{t}" for t, k in spec.gpu_types)
     name = spec.name or f"gen-{shape}-{len(jobs)}jobs-seed{spec.seed}"
     return RoundInstance(name, cluster, intern_matrices(jobs))
 
@@ -215,6 +281,32 @@ def parse_server_shapes(text: str) -> tuple[tuple[int, int, int, float], ...]:
         ):
             raise ValueError(f"counts, GPUs and cores must be >= 1 and GB > 0, got {item!r}")
         out.append(shape)
+    return tuple(out)
+
+
+def parse_gpu_types(text: str) -> tuple[tuple[str, int], ...]:
+    """``"v100:48,p100:48,k80:32"`` -> (("v100", 48), ...): GPUs per type, cluster order.
+
+    Only types with measured speeds (the shipped Gavel table) are accepted, since every
+    generated job needs a matrix on each type.
+    """
+    known = shipped_gavel_table().gpu_types
+    out: list[tuple[str, int]] = []
+    for item in text.split(","):
+        t, sep, k_text = item.strip().partition(":")
+        try:
+            k = int(k_text)
+        except ValueError:
+            raise ValueError(
+                f"expected TYPE:GPUS pairs like v100:48,k80:32, got {text!r}"
+            ) from None
+        if not sep or k < 1:
+            raise ValueError(f"expected TYPE:GPUS pairs with GPUS >= 1, got {item!r}")
+        if t not in known:
+            raise ValueError(f"no measured speed for GPU type {t!r}; known: {', '.join(known)}")
+        if any(t == u for u, _ in out):
+            raise ValueError(f"GPU type {t!r} given twice")
+        out.append((t, k))
     return tuple(out)
 
 

@@ -19,6 +19,7 @@ from synergy_opt.generate import (
     generate_instance,
     mix_from_workload,
     parse_gpu_mix,
+    parse_gpu_types,
     parse_penalty_range,
     parse_server_shapes,
     parse_split,
@@ -69,7 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         metavar="LOW:HIGH",
         help="multi-GPU jobs get a split penalty drawn from [LOW, HIGH] (steps of 0.01), "
-        "e.g. 0.8:0.95; default none (1.0)",
+        "e.g. 0.8:0.95, or 'gavel': Gavel's measured spread/consolidated ratio on the "
+        "reference GPU type (docs/gpu-types.md); default none (1.0)",
+    )
+    p.add_argument(
+        "--gpu-types",
+        default=None,
+        metavar="TYPE:GPUS,...",
+        help="typed cluster: GPUs per GPU type in server order, e.g. v100:48,p100:48,k80:32 "
+        "(types k80, p100, v100; each type whole servers); every job gets per-type "
+        "matrices derived from its profile (docs/gpu-types.md)",
     )
     p.add_argument(
         "--family",
@@ -115,10 +125,17 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
         shapes = None if args.server_shapes is None else parse_server_shapes(args.server_shapes)
     except ValueError as e:
         raise UsageError(f"--server-shapes: {e}") from None
+    gavel = args.split_penalty == "gavel"
     try:
-        penalty = None if args.split_penalty is None else parse_penalty_range(args.split_penalty)
+        penalty = (
+            None if args.split_penalty is None or gavel else parse_penalty_range(args.split_penalty)
+        )
     except ValueError as e:
         raise UsageError(f"--split-penalty: {e}") from None
+    try:
+        gpu_types = None if args.gpu_types is None else parse_gpu_types(args.gpu_types)
+    except ValueError as e:
+        raise UsageError(f"--gpu-types: {e}") from None
     try:
         split = parse_split(args.split)
     except ValueError as e:
@@ -147,6 +164,8 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
             name=args.name,
             server_shapes=shapes,
             split_penalty=penalty,
+            gpu_types=gpu_types,
+            gavel_split_penalty=gavel,
         )
     except ValidationError as e:
         raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem}") from None

@@ -23,6 +23,12 @@ from synergy_opt.commands.common import (
     positive_float,
     positive_int,
 )
+from synergy_opt.gpu_types import (
+    REFERENCE_GPU_TYPE,
+    derive_matrix,
+    shipped_gavel_table,
+    type_speed,
+)
 from synergy_opt.io import matrix_from_dict, matrix_to_dict
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
@@ -44,6 +50,7 @@ from synergy_opt.profiling import (
     scale_matrix,
     shipped_cache_model,
 )
+from synergy_opt.types import ThroughputMatrix
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +82,39 @@ def _mem_list(text: str) -> tuple[float, ...]:
     if len(set(vals)) != len(vals):
         raise argparse.ArgumentTypeError(f"has a repeated value: {text!r}")
     return tuple(sorted(vals))
+
+
+def _gpu_type_list(text: str) -> tuple[str, ...]:
+    known = shipped_gavel_table().gpu_types
+    vals = tuple(t.strip() for t in text.split(","))
+    for t in vals:
+        if t not in known:
+            raise argparse.ArgumentTypeError(
+                f"no measured speed for GPU type {t!r}; known: {', '.join(known)}"
+            )
+    if len(set(vals)) != len(vals):
+        raise argparse.ArgumentTypeError(f"has a repeated type: {text!r}")
+    return vals
+
+
+def _typed_fields(
+    w: ThroughputMatrix, model: str | None, category: str | None, gpu_types: tuple[str, ...]
+) -> dict[str, Any]:
+    """``sensitivity_by_type`` and the speeds behind it, for the report.
+
+    The profiled matrix is the reference type's; a ``--command`` job names no model, so its
+    speeds are Gavel's medians over every measured model (the ``basis`` says so).
+    """
+    speeds = [
+        type_speed(model or "", category or "", t) for t in gpu_types if t != REFERENCE_GPU_TYPE
+    ]
+    return {
+        "reference_gpu_type": REFERENCE_GPU_TYPE,
+        "type_speeds": {s.gpu_type: {"speed": s.speed, "basis": s.basis} for s in speeds},
+        "sensitivity_by_type": {
+            s.gpu_type: matrix_to_dict(derive_matrix(w, s.speed)) for s in speeds
+        },
+    }
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -170,6 +210,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help="--command: per-point time limit (default 600); the process group is killed",
+    )
+    p.add_argument(
+        "--gpu-types",
+        type=_gpu_type_list,
+        default=None,
+        metavar="T1,T2,...",
+        help="also emit sensitivity_by_type for these GPU types (k80, p100, v100): the "
+        "profiled matrix is taken as the reference type's (v100) and each type's is "
+        "derived from Gavel's measured speeds (docs/gpu-types.md)",
     )
     p.add_argument(
         "-o",
@@ -331,6 +380,13 @@ def run(args: argparse.Namespace) -> int:
     if gpus > 1:
         per_gpu = matrix_from_dict(out["sensitivity"], "sensitivity")
         out["sensitivity"] = matrix_to_dict(scale_matrix(per_gpu, gpus))
+    if args.gpu_types is not None:
+        w = matrix_from_dict(out["sensitivity"], "sensitivity")
+        model = args.model
+        category = None
+        if model is not None:
+            category = load_profiles(args.profiles).get(model).category
+        out.update(_typed_fields(w, model, category, args.gpu_types))
     emit_json(out, args.output)
     log.info(
         "profile: %d points measured of a %d-point grid (%.1fx less), saturation at %d cores",
