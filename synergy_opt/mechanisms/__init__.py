@@ -11,6 +11,7 @@ from synergy_opt.mechanisms import (  # noqa: F401  (registration)
     proportional,
     tetris,
     tune,
+    type_aware,
 )
 from synergy_opt.mechanisms.base import (
     Mechanism,

@@ -1,0 +1,82 @@
+"""TYPE-AWARE: a Gavel-like baseline that chooses GPU types but not cores or memory.
+
+Gavel (Narayanan et al., OSDI '20) allocates across GPU generations by each job's measured
+speed on each type, and gives every job the GPU-proportional CPU and memory.  Mapped onto
+one round: the runnable set is PROPORTIONAL's; jobs are taken by descending GPU demand (big
+jobs find whole servers first, as in PROPORTIONAL), then by *speed-up* (throughput at the
+proportional share on the job's best type over that on its slowest usable type), then
+priority, so the jobs that gain most from a fast GPU get it first; each job takes the type
+where its proportional-share throughput is highest among the types with room, best fit
+within the type.  A job without per-type matrices is PROPORTIONAL's job exactly.
+
+It keeps every job's fair share: the proportional share on any type is worth at least the
+slowest usable type's value, which is the fair share (docs/gpu-types.md).  It is the
+"type-aware only" arm of issue 11's study, beside PROPORTIONAL (neither), TUNE (CPU and
+memory only) and a mechanism aware of both.
+"""
+
+from __future__ import annotations
+
+import time
+
+from synergy_opt.mechanisms.base import MechanismOptions, register
+from synergy_opt.mechanisms.packing import ClusterState, place_job, select_runnable, type_views
+from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
+
+
+@register(
+    "type-aware",
+    keeps_fair_share=True,
+    doc="Gavel-like: each job on its fastest GPU type with room, CPU and memory proportional",
+)
+class TypeAware:
+    """GPU type by speed-up, GPU-proportional cores and memory, best fit within the type."""
+
+    name = "type-aware"
+
+    def __init__(self, options: MechanismOptions | None = None) -> None:
+        self.options = options or MechanismOptions()
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Place each runnable job on its fastest GPU type that has room."""
+        t0 = time.perf_counter()
+        runnable = select_runnable(inst)
+        prio = {j.id: k for k, j in enumerate(inst.jobs)}
+        views_of = {j.id: type_views(inst, j) for j in runnable}
+        # Each view's throughput at the job's proportional share, fastest type first
+        # (cluster order among equals, so the choice is deterministic).
+        ranked = {}
+        speedup = {}
+        for job in runnable:
+            c, m = inst.fair_share(job)
+            vals = [v.sensitivity.lookup(c, m) for v in views_of[job.id]]
+            ranked[job.id] = sorted(range(len(vals)), key=lambda k, v=vals: (-v[k], k))
+            slowest = inst.fair_share_throughput(job)
+            best = max(vals)
+            speedup[job.id] = best / slowest if slowest > 0 else (float("inf") if best else 1.0)
+        runnable.sort(key=lambda j: (-j.gpus, -speedup[j.id], prio[j.id]))
+        state = ClusterState(inst.cluster)
+        names = [s.name for s in inst.cluster.servers]
+        placements: dict[str, list[PlacementPart]] = {}
+        for job in runnable:
+            c, m = inst.fair_share(job)
+            views = views_of[job.id]
+            for k in ranked[job.id]:
+                view = views[k]
+                # As PROPORTIONAL: a job that fits on one server waits for one rather than
+                # pay its split penalty; a bigger one spreads by what servers can feed.
+                consolidable = view.gpus <= state.max_server_gpus(view)
+                parts = place_job(
+                    state,
+                    view,
+                    c,
+                    m,
+                    allow_spread=not consolidable or view.split_penalty >= 1.0,
+                    fit_spread=True,
+                )
+                if parts:
+                    placements[job.id] = [
+                        PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts
+                    ]
+                    break
+        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
