@@ -16,6 +16,7 @@ and :func:`test_read_only_folder_is_refused` checks the permission test directly
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import resource
@@ -432,3 +433,12 @@ def test_closed_standard_output_is_one_line(ws: Path) -> None:
         preexec_fn=lambda: os.close(1),
     )
     _assert_refused(ws, r, "standard output")
+
+
+def test_only_write_errors_are_blamed_on_standard_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outputs, "_drop_stdout", lambda: None)  # keep pytest's capture intact
+    err = outputs.stdout_failure(OSError(errno.ENOSPC, "No space left on device"))
+    assert isinstance(err, OutputError) and "standard output" in str(err)
+    assert outputs.stdout_failure(OSError(errno.ENOSPC, "full", "data.json")) is None  # a file
+    assert outputs.stdout_failure(TimeoutError(errno.ETIMEDOUT, "timed out")) is None
+    assert outputs.stdout_failure(ConnectionRefusedError(errno.ECONNREFUSED, "refused")) is None
