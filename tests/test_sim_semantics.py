@@ -230,3 +230,19 @@ def test_simulate_records_the_semantics_and_rejects_what_it_lacks(
     with pytest.raises(SystemExit) as e:
         main([*base, "--semantics", "paper", "-o", str(tmp_path / "c")])
     assert e.value.code == 2
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def test_a_sweep_cell_may_choose_the_semantics() -> None:
+    from synergy_opt.sweep import SpecError, make_cell, simulate_cell, validate_cell
+
+    base = {"servers": 2, "workload": "multi-gpu", "jobs": 30, "arrival_rate": 3.0}
+    art = json.loads(simulate_cell(make_cell({**base, "semantics": "artifact"}))["summary.json"])
+    dft = json.loads(simulate_cell(make_cell(base))["summary.json"])
+    assert (art["semantics"], dft["semantics"]) == ("artifact", "default")
+    with pytest.raises(SpecError, match="semantics.*'opt' has no GPU-order"):
+        validate_cell(make_cell({**base, "semantics": "artifact", "mechanism": "opt"}))
+    with pytest.raises(ValueError, match="unknown semantics 'paper'"):
+        make_cell({**base, "semantics": "paper"})

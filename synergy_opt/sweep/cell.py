@@ -19,11 +19,12 @@ import numpy as np
 
 from synergy_opt.errors import InputError
 from synergy_opt.io import dumps, load_cluster
-from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms import MechanismOptions
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimulationError, simulate
 from synergy_opt.sim.metrics import jobs_csv, summarize
+from synergy_opt.sim.semantics import get_semantics
 from synergy_opt.sim.workload import (
     DURATION_CLASSES,
     MULTI_GPU_SIZES,
@@ -121,6 +122,7 @@ def sim_config(cell: Cell, blame: Blame | None = None, inputs: _Inputs | None = 
             check_rounds=cell.get("check_rounds"),
             max_jobs=cell.get("max_jobs"),
             time_scale=cell.get("time_scale"),
+            semantics=get_semantics(cell.get("semantics")),
         )
     except ValueError as e:
         raise _blamed(blame, e) from None
@@ -174,6 +176,10 @@ def check_cell(cell: Cell, blame: Blame, inputs: _Inputs | None = None) -> None:
     """
     inputs = inputs or _Inputs()
     config = sim_config(cell, blame, inputs)
+    try:  # the artifact's rules exist for a few mechanisms only
+        config.semantics.make_mechanism(cell.get("mechanism"))
+    except KeyError as e:
+        raise SpecError(f"{blame('semantics')}: {e.args[0]}") from None
     _, size, shape = _cluster(cell, blame, inputs)
     profiles = inputs.library(cell.get("profiles"), blame)
     if cell.get("trace") is None:
@@ -247,11 +253,12 @@ def simulate_cell(cell: Cell) -> dict[str, str]:
     options = MechanismOptions(
         solver=cell.get("solver"), time_limit_s=cell.get("time_limit"), threads=cell.get("threads")
     )
+    config = sim_config(cell)
     try:
         result = simulate(
-            sim_config(cell),
+            config,
             trace,
-            make_mechanism(cell.get("mechanism"), options),
+            config.semantics.make_mechanism(cell.get("mechanism"), options),
             cell.get("policy"),
             profiles=profiles,
         )

@@ -57,6 +57,7 @@ from synergy_opt.limits import (
     TIME_SCALE,
     Limit,
 )
+from synergy_opt.sim.semantics import semantics_names
 from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS
 
 Value = Any
@@ -219,6 +220,9 @@ OPTIONS: Mapping[str, OptionType] = {
     "preemption_cost_s": OptionType(_number(PREEMPTION_COST_S), 0.0, "seconds lost per (re)start"),
     "run_to_completion": OptionType(_flag, False, "run every job to the end"),
     "check_rounds": OptionType(_flag, False, "check every round (debug)"),
+    "semantics": OptionType(
+        _choice("semantics", semantics_names), "default", "matrix model or the artifact's rules"
+    ),
     "solver": OptionType(_choice("solver", _solvers), "highs", "LP/MIP back-end"),
     "time_limit": OptionType(_number(TIME_LIMIT_S), None, "per-round solver time limit"),
     "threads": OptionType(_integer(THREADS), None, "solver threads"),
