@@ -131,7 +131,8 @@ def test_typed_jobs_only_on_their_gpu_types() -> None:
     """A worked case: two V100 jobs and a T4 job on a three-type cluster.
 
     Every job fits its own GPU type (a and b share the 4-GPU V100 server, c takes a T4), so
-    every mechanism places all three there, except PROPORTIONAL: it hands a 2-GPU job
+    every mechanism places all three there, except PROPORTIONAL (and TYPE-AWARE, which
+    gives the same cores): it hands a 2-GPU job
     floor(2 x 232 / 14) = 33 cores, more than the V100 server's 32, and cannot spread a job
     whose only allowed server is that one, so a and b wait.
     """
@@ -156,7 +157,8 @@ def test_typed_jobs_only_on_their_gpu_types() -> None:
         alloc = make_mechanism(name, _options()).allocate(inst)
         assert check_allocation(inst, alloc) == [], name
         where = {ja.id: {p.server for p in ja.placement} for ja in alloc.jobs}
-        waiting = {"a", "b"} if name == "proportional" else set()
+        # type-aware hands out the same GPU-proportional cores (it only picks GPU types).
+        waiting = {"a", "b"} if name in ("proportional", "type-aware") else set()
         assert set(where) == set(allowed) - waiting, name
         assert set(alloc.unscheduled) == waiting, name
         for jid, servers in where.items():
