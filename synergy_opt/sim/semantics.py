@@ -36,9 +36,10 @@ run) is not a rule: :func:`synergy_opt.mechanisms.packing.select_runnable` does 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
+from typing import Any, TypeVar
 
 from synergy_opt.mechanisms import Mechanism, MechanismOptions, make_mechanism
 from synergy_opt.profiles import ModelProfile
@@ -74,6 +75,7 @@ class JobShape:
 
 # --------------------------------------------------------------------------- rule registries
 
+F = TypeVar("F", bound=Callable[..., Any])
 DemandCap = Callable[[JobShape], tuple[int, float]]
 CpuCapSpeedup = Callable[[JobShape, int], float]
 MemCapSpeedup = Callable[[JobShape, int, float, float], float]
@@ -89,36 +91,38 @@ _PLACEMENTS: dict[str, PlacementFactory] = {}
 _ORDERS: dict[str, OrderKey] = {}
 
 #: Each rule's registry, by the :class:`Semantics` field that names it.
-RULE_REGISTRIES: dict[str, dict[str, object]] = {
-    "demand_cap": _DEMAND_CAPS,  # type: ignore[dict-item]
-    "cpu_cap_speedup": _CPU_CAP,  # type: ignore[dict-item]
-    "mem_cap_speedup": _MEM_CAP,  # type: ignore[dict-item]
-    "speedup_levels": _LEVELS,  # type: ignore[dict-item]
-    "placement": _PLACEMENTS,  # type: ignore[dict-item]
-    "placement_order": _ORDERS,  # type: ignore[dict-item]
+RULE_REGISTRIES: Mapping[str, Mapping[str, object]] = {
+    "demand_cap": _DEMAND_CAPS,
+    "cpu_cap_speedup": _CPU_CAP,
+    "mem_cap_speedup": _MEM_CAP,
+    "speedup_levels": _LEVELS,
+    "placement": _PLACEMENTS,
+    "placement_order": _ORDERS,
 }
 
 
-def _rule(registry: dict[str, object], name: str) -> Callable[[object], object]:
-    def deco(fn: object) -> object:
+def _rule(registry: dict[str, F], name: str) -> Callable[[F], F]:
+    """Decorator adding a rule implementation to ``registry`` under ``name``."""
+
+    def deco(fn: F) -> F:
         if name in registry:
             raise ValueError(f"rule {name!r} registered twice")
         registry[name] = fn
         return fn
 
-    return deco  # type: ignore[return-value]
+    return deco
 
 
 # demand_cap: what a g-GPU job asks for.
 
 
-@_rule(_DEMAND_CAPS, MATRIX)  # type: ignore[arg-type]
+@_rule(_DEMAND_CAPS, MATRIX)
 def _uncapped(shape: JobShape) -> tuple[int, float]:
     """g x the best per-GPU point; a job bigger than a server is spread to get it."""
     return shape.best.cpus, shape.best.mem_gb
 
 
-@_rule(_DEMAND_CAPS, "one-server")  # type: ignore[arg-type]
+@_rule(_DEMAND_CAPS, "one-server")
 def _one_server(shape: JobShape) -> tuple[int, float]:
     """g x the best per-GPU point, capped at one server's cores and memory (the artifact)."""
     return min(shape.best.cpus, shape.cap_cpus), min(shape.best.mem_gb, shape.cap_mem_gb)
@@ -127,13 +131,13 @@ def _one_server(shape: JobShape) -> tuple[int, float]:
 # cpu_cap_speedup: the speed-up of a demand whose cores were capped (memory as in ``best``).
 
 
-@_rule(_CPU_CAP, MATRIX)  # type: ignore[arg-type]
+@_rule(_CPU_CAP, MATRIX)
 def _cpu_lookup(shape: JobShape, cpus: int) -> float:
     """The scaled matrix's value at the capped cores."""
     return shape.matrix.lookup(cpus, shape.best.mem_gb)
 
 
-@_rule(_CPU_CAP, "interpolated")  # type: ignore[arg-type]
+@_rule(_CPU_CAP, "interpolated")
 def _cpu_interpolated(shape: JobShape, cpus: int) -> float:
     """Linear in cores between the proportional share and the best point (the artifact)."""
     f, b = shape.fair, shape.best
@@ -146,13 +150,13 @@ def _cpu_interpolated(shape: JobShape, cpus: int) -> float:
 # mem_cap_speedup: how a memory cap changes the speed-up found so far.
 
 
-@_rule(_MEM_CAP, MATRIX)  # type: ignore[arg-type]
+@_rule(_MEM_CAP, MATRIX)
 def _mem_lookup(shape: JobShape, cpus: int, mem_gb: float, speedup: float) -> float:
     """No more than the scaled matrix gives at the capped demand."""
     return min(speedup, shape.matrix.lookup(cpus, mem_gb))
 
 
-@_rule(_MEM_CAP, "kept")  # type: ignore[arg-type]
+@_rule(_MEM_CAP, "kept")
 def _mem_kept(shape: JobShape, cpus: int, mem_gb: float, speedup: float) -> float:
     """A memory cap does not lower the speed-up (the artifact: 4-GPU m5 keeps 2.5x)."""
     return speedup
@@ -172,7 +176,7 @@ def _grid(points: list[tuple[int, float, float]]) -> ThroughputMatrix:
     return ThroughputMatrix(tuple(cs), tuple(ms), rows)
 
 
-@_rule(_LEVELS, MATRIX)  # type: ignore[arg-type]
+@_rule(_LEVELS, MATRIX)
 def _matrix_levels(shape: JobShape, demand: DemandPoint) -> ThroughputMatrix:
     """Every grid point of the scaled matrix (within the demand cap), plus the demand point."""
     if (demand.cpus, demand.mem_gb) == (shape.best.cpus, shape.best.mem_gb):
@@ -185,7 +189,7 @@ def _matrix_levels(shape: JobShape, demand: DemandPoint) -> ThroughputMatrix:
     return _grid(pts)
 
 
-@_rule(_LEVELS, "best-or-share")  # type: ignore[arg-type]
+@_rule(_LEVELS, "best-or-share")
 def _two_levels(shape: JobShape, demand: DemandPoint) -> ThroughputMatrix:
     """Two points: the proportional share and the demand (the artifact's "this or 1")."""
     f = shape.fair
@@ -198,13 +202,13 @@ def _two_levels(shape: JobShape, demand: DemandPoint) -> ThroughputMatrix:
 # (GPU demand, priority rank).
 
 
-@_rule(_ORDERS, MATRIX)  # type: ignore[arg-type]
+@_rule(_ORDERS, MATRIX)
 def _largest_first(gpus: int, rank: int) -> tuple[int, ...]:
     """Descending GPU demand, priority kept among equals (the registered ``tune``)."""
     return (-gpus, rank)
 
 
-@_rule(_ORDERS, "priority")  # type: ignore[arg-type]
+@_rule(_ORDERS, "priority")
 def _by_priority(gpus: int, rank: int) -> tuple[int, ...]:
     """The policy's order (the artifact's FIFO scheduler walks jobs by arrival)."""
     return (rank,)
@@ -213,13 +217,13 @@ def _by_priority(gpus: int, rank: int) -> tuple[int, ...]:
 # placement: which mechanism a name means (the GPU-order ones live in sim.gpu_order).
 
 
-@_rule(_PLACEMENTS, MATRIX)  # type: ignore[arg-type]
+@_rule(_PLACEMENTS, MATRIX)
 def _registered(name: str, options: MechanismOptions, order: OrderKey) -> Mechanism:
     """The registered mechanism itself (best fit, consolidation first, its own order)."""
     return make_mechanism(name, options)
 
 
-@_rule(_PLACEMENTS, "gpu-order")  # type: ignore[arg-type]
+@_rule(_PLACEMENTS, "gpu-order")
 def _gpu_order(name: str, options: MechanismOptions, order: OrderKey) -> Mechanism:
     """The mechanism's GPU-id-order variant (:mod:`synergy_opt.sim.gpu_order`)."""
     from synergy_opt.sim.gpu_order import make_gpu_order_mechanism
