@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from synergy_opt.formulations.fast import DemandClass, JobClass, MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
@@ -62,6 +62,8 @@ class RoundContext:
     max_fragmented: int
     options: MechanismOptions
     clock: Clock
+    #: Plans a route shares with another (the placement LP's, used by two routes).
+    memo: dict[str, GpuPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def solve(
         self,

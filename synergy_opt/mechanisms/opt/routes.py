@@ -160,6 +160,12 @@ def placement_lp(ctx: RoundContext) -> GpuPlan:
     drew there stay reachable).  The other split jobs go whole to the best-fitting server
     of their span.
     """
+    if "placement-lp" not in ctx.memo:
+        ctx.memo["placement-lp"] = _placement_lp(ctx)
+    return ctx.memo["placement-lp"]
+
+
+def _placement_lp(ctx: RoundContext) -> GpuPlan:
     inst = ctx.inst
     servers = inst.cluster.servers
     pm = build_placement_fast(inst, ctx.demands)
@@ -378,19 +384,6 @@ def hungry_spread(ctx: RoundContext) -> GpuPlan:
     return plan
 
 
-@route("ring-bridges", spreads=True)
-def ring_bridges(ctx: RoundContext) -> GpuPlan:
-    """The balanced packing with bridges: neighbouring servers swap one GPU of two jobs.
-
-    Around a ring of servers, a job that may spread on server s and one on server s+1 trade
-    one GPU each, so both span {s, s+1}: GPU counts stay whole and unchanged, while cores
-    and memory can now flow between every pair of neighbours, close to the pooled
-    super-machine.  The jobs with the most cores per GPU bridge (they move the most).
-    Swaps the round does not need are undone afterwards (:func:`.mechanism.defragment`).
-    """
-    return _add_ring(ctx, balanced(ctx))
-
-
 @route("lp-ring", spreads=True)
 def lp_ring(ctx: RoundContext) -> GpuPlan:
     """The placement LP's plan with ring bridges added between neighbouring servers."""
@@ -398,7 +391,13 @@ def lp_ring(ctx: RoundContext) -> GpuPlan:
 
 
 def _add_ring(ctx: RoundContext, plan: GpuPlan) -> GpuPlan:
-    """``plan`` with one GPU traded between a spreadable job on s and one on s+1, ring-wise."""
+    """``plan`` with bridges: neighbouring servers trade one GPU of two spreadable jobs.
+
+    Around a ring of servers, a job that may spread on server s and one on server s+1 trade
+    one GPU each, so both span {s, s+1}: GPU counts stay whole and unchanged, while cores
+    and memory can now flow between neighbours, closer to the pooled super-machine.  The
+    jobs with the most cores per GPU bridge (they move the most).
+    """
     servers = ctx.inst.cluster.servers
     base = {jid: list(parts) for jid, parts in plan.items()}
     jobs = {j.id: j for j in ctx.runnable}
@@ -426,98 +425,6 @@ def _add_ring(ctx: RoundContext, plan: GpuPlan) -> GpuPlan:
         used.update((a, b))
         budget -= 2
     return {jid: tuple(sorted(parts)) for jid, parts in base.items()}
-
-
-@route("fill-spill", spreads=True)
-def fill_spill(ctx: RoundContext) -> GpuPlan:
-    """Servers filled in turn, keeping cores, memory and GPUs in step; a spill job bridges.
-
-    Each server takes, one at a time, the job that fits whole and keeps its used fractions
-    of cores, memory and GPUs closest together.  When no job fits whole but GPUs are left, a
-    job that may spread takes them and carries the rest of its GPUs (and of its cores and
-    memory) to the next server: the whole-GPU form of the placement LP's vertex, whose split
-    jobs sit at server boundaries.  At most one job spills per server.
-    """
-    servers = ctx.inst.cluster.servers
-    prio = {j.id: k for k, j in enumerate(ctx.inst.jobs)}
-    left = sorted(
-        ((job, dc) for dc in ctx.demands for job in dc.jobs),
-        key=lambda t: (-t[0].gpus, prio[t[0].id]),
-    )
-    plan: dict[str, list[tuple[int, int]]] = {}
-    budget = ctx.max_fragmented
-    carry: tuple[Job, int, float, float, tuple[int, ...]] | None = None  # job, GPUs, c, m left
-    for s, srv in enumerate(servers):
-        g_free, c_free, m_free = srv.gpus, float(srv.cpus), srv.mem_gb
-        if carry is not None:
-            job, need, c_need, m_need, allowed = carry
-            if s in allowed and g_free > 0:
-                k = min(need, g_free)
-                plan[job.id].append((s, k))
-                g_free -= k
-                c_take, m_take = min(c_need, c_free), min(m_need, m_free)
-                c_free -= c_take
-                m_free -= m_take
-                carry = (
-                    None
-                    if k == need
-                    else (job, need - k, c_need - c_take, m_need - m_take, allowed)
-                )
-                if carry is not None:
-                    continue
-        while g_free > 0 and left:
-            best, best_score = None, math.inf
-            for i, (_, dc) in enumerate(left):
-                if s not in dc.allowed or dc.gpus > g_free:
-                    continue
-                if dc.cpus > c_free + 1e-9 or dc.mem_gb > m_free + 1e-9:
-                    continue
-                fg = (srv.gpus - g_free + dc.gpus) / srv.gpus
-                fc = (srv.cpus - c_free + dc.cpus) / max(srv.cpus, 1)
-                fm = (srv.mem_gb - m_free + dc.mem_gb) / max(srv.mem_gb, 1e-9)
-                score = max(fg, fc, fm) - min(fg, fc, fm)
-                if score < best_score - 1e-12:
-                    best, best_score = i, score
-            if best is not None:
-                job, dc = left.pop(best)
-                plan[job.id] = [(s, dc.gpus)]
-                g_free -= dc.gpus
-                c_free -= dc.cpus
-                m_free -= dc.mem_gb
-                continue
-            spill = next(
-                (
-                    i
-                    for i, (job, dc) in enumerate(left)
-                    if s in dc.allowed
-                    and dc.gpus > g_free
-                    and ctx.may_spread(job)
-                    and (budget > 0 or ctx.must_spread(job))
-                ),
-                None,
-            )
-            if spill is None:  # over-commit cores/memory: the flow or the re-optimisation fixes it
-                spill = next(
-                    (i for i, (_, dc) in enumerate(left) if s in dc.allowed and dc.gpus <= g_free),
-                    None,
-                )
-                if spill is None:
-                    break
-                job, dc = left.pop(spill)
-                plan[job.id] = [(s, dc.gpus)]
-                g_free -= dc.gpus
-                c_free -= dc.cpus
-                m_free -= dc.mem_gb
-                continue
-            job, dc = left.pop(spill)
-            budget -= 0 if ctx.must_spread(job) else 1
-            plan[job.id] = [(s, g_free)]
-            c_take, m_take = min(float(dc.cpus), c_free), min(dc.mem_gb, m_free)
-            carry = (job, dc.gpus - g_free, dc.cpus - c_take, dc.mem_gb - m_take, dc.allowed)
-            g_free = 0
-    if carry is not None or left:
-        raise RoundingError(f"{len(left) + (carry is not None)} jobs found no GPUs")
-    return {jid: tuple(sorted(parts)) for jid, parts in plan.items()}
 
 
 @route("tune", spreads=False)
