@@ -41,6 +41,8 @@ LNS_WHOLE_ROUND_SERVERS: int = 4
 LNS_SERVERS: int = 3
 #: Neighbourhoods tried per round on larger rounds (each one sub-MIP).
 LNS_TRIES: int = 6
+#: Stop after this many neighbourhoods in a row that do not improve the round.
+LNS_PATIENCE: int = 3
 #: Spread slots per job class in a neighbourhood (jobs of a class are interchangeable).
 LNS_SLOTS_PER_CLASS: int = 2
 #: Branch-and-bound nodes per neighbourhood: a deterministic stop.
@@ -74,11 +76,17 @@ def improve(ctx: RoundContext, state: State) -> State:
         hoods: list[tuple[int, ...]] = [tuple(range(n_s))]
     else:
         hoods = _neighbourhoods(ctx, state)
+    misses = 0
     for hood in hoods:
         better = _solve_hood(ctx, state, hood)
         if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
             log.info("opt: neighbourhood %s raises %.6g to %.6g", hood, state.total, better.total)
             state = better
+            misses = 0
+        else:
+            misses += 1
+            if misses >= LNS_PATIENCE:
+                break
     return state
 
 
