@@ -98,3 +98,9 @@ def test_default_semantics_multi_gpu_tune_is_the_matrix_models() -> None:
     assert got == pytest.approx(DEFAULT_MULTI_TUNE_H, rel=DEFAULT_PIN_REL_TOL)
     # The documented gap: the matrix model's TUNE is more than the band above the artifact's.
     assert got > ARTIFACT_AVG_H[(MULTI[0], "tune")] * (1 + ARTIFACT_REL_TOL)
+
+
+def test_a_missing_shared_file_fails_instead_of_skipping() -> None:
+    with pytest.raises(pytest.fail.Exception, match="shared data file missing"):
+        shared_file("traces", "synergy-artifact", "no-such-trace.csv")
+    assert shared_file("traces", "synergy-artifact", SINGLE[0]).is_file()
