@@ -49,7 +49,8 @@ class Output:
 
     ``folder`` outputs list the ``files`` (relative paths) the command writes inside them and
     the ``trees`` (sub-folders) it owns wholly, e.g. a sweep's ``cells``: any input inside a
-    tree is at risk, whatever its name.
+    tree is at risk, whatever its name.  ``stdout`` says the command prints to standard
+    output when the path is ``-``; elsewhere ``-`` is refused rather than taken as a file name.
     """
 
     option: str
@@ -57,6 +58,7 @@ class Output:
     folder: bool = False
     files: tuple[str, ...] = ()
     trees: tuple[str, ...] = ()
+    stdout: bool = False
 
     def targets(self) -> tuple[Path, ...]:
         """Every file this output writes."""
@@ -117,8 +119,13 @@ def _check_creatable(path: Path, shown: str | os.PathLike[str], option: str) -> 
         raise OutputError(f"{shown}: cannot create files in {base}: permission denied ({option})")
 
 
-def check_file_target(target: str | os.PathLike[str], option: str) -> None:
-    """Refuse a file output that cannot be written (see the module docstring)."""
+def check_file_target(
+    target: str | os.PathLike[str], option: str, stdout: bool = False
+) -> None:
+    """Refuse a file output that cannot be written (see the module docstring).
+
+    ``stdout``: the command prints to standard output for ``-``, so messages say so.
+    """
     t = Path(target)
     if str(target) == "":
         raise OutputError(f"{option}: empty path; give a file name")
@@ -136,9 +143,10 @@ def check_file_target(target: str | os.PathLike[str], option: str) -> None:
         if stat.S_ISDIR(st.st_mode):
             raise OutputError(f"{target}: is a folder, expected a file ({option})")
         if not stat.S_ISREG(st.st_mode):
+            hint = "a file name, or - for standard output" if stdout else "a file name"
             raise OutputError(
-                f"{target}: not a regular file (a device, pipe or socket); "
-                f"results are written to new files ({option})"
+                f"{target}: not a regular file (a device, pipe or socket); give {hint} "
+                f"({option})"
             )
     _check_creatable(t.parent, target, option)
 
@@ -165,10 +173,14 @@ def preflight(
     ``inputs`` are ``(option, path)`` pairs (``None`` and ``-`` are skipped); ``outputs``
     those the command will write (``-`` means standard output and is skipped).
     """
+    for o in outputs:
+        if o.path == STDOUT and not o.stdout:
+            kind = "a folder" if o.folder else "a file"
+            raise OutputError(f"{o.option} -: this command writes {kind}; give its path")
     outs = [o for o in outputs if o.path != STDOUT]
     for o in outs:
         if not o.folder:
-            check_file_target(o.path, o.option)  # as typed: "" and "name/" are not files
+            check_file_target(o.path, o.option, o.stdout)  # as typed: "", "name/" are not files
             continue
         check_folder_target(o.path, o.option)
         for t in o.targets():

@@ -157,6 +157,8 @@ UNWRITABLE: dict[str, Case] = {
     "convert-cluster-below-file": Case(
         (*CONVERT, "-o", "t.csv", "--cluster-out", "a-file/c.json"), "a-file"
     ),
+    "convert-dash": Case((*CONVERT, "-o", "-"), "-o -"),  # no file named "-" either
+    "sweep-dash": Case((*SWEEP, "-o", "-"), "-o -"),
     "convert-cluster-empty": Case((*CONVERT, "-o", "t.csv", "--cluster-out", ""), "--cluster-out"),
     # folder outputs
     "simulate-file": Case((*SIMULATE, "-o", "a-file"), "a-file"),
@@ -402,7 +404,8 @@ def test_writer_never_replaces_a_device_or_folder(tmp_path: Path) -> None:
         ([("IN", "d/cells/k/x.csv")], [Output("-o", "d", folder=True, trees=("cells",))], False),
         ([("IN", "d/cellsx/x.csv")], [Output("-o", "d", folder=True, trees=("cells",))], True),
         ([], [Output("-o", "x.csv"), Output("--cluster-out", "sub/../x.csv")], False),
-        ([("IN", None), ("IN2", "-")], [Output("-o", "-")], True),
+        ([("IN", None), ("IN2", "-")], [Output("-o", "-", stdout=True)], True),
+        ([], [Output("-o", "-")], False),  # "-" where the command cannot print
     ],
 )
 def test_preflight_compares_resolved_paths(

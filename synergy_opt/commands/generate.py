@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     preflight(
         [("--profiles", args.profiles)],
-        [] if args.output is None else [Output("-o", args.output)],
+        [] if args.output is None else [Output("-o", args.output, stdout=True)],
     )
     inst = generate_instance(spec, load_profiles(args.profiles))
     emit_json(instance_to_dict(inst), args.output)

@@ -363,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-points: must be >= 2, got {args.max_points}")
     preflight(
         [("--profiles", args.profiles)],
-        [] if args.output is None else [Output("-o", args.output)],
+        [] if args.output is None else [Output("-o", args.output, stdout=True)],
     )
     try:
         if args.model is not None:

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _outputs(args: argparse.Namespace) -> list[Output]:
-    return [] if args.output is None else [Output("-o", args.output)]
+    return [] if args.output is None else [Output("-o", args.output, stdout=True)]
 
 
 def run(args: argparse.Namespace) -> int:
