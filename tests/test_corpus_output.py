@@ -191,6 +191,9 @@ DATA_LOSS: dict[str, Case] = {
     "profile-onto-profiles": Case(
         (*PROFILE, "--profiles", "prof.json", "-o", "./prof.json"), "prof.json"
     ),
+    "profile-onto-command-script": Case(
+        ("profile", "--command", "python3 work.py --workers {cpus}", "-o", "work.py"), "work.py"
+    ),
     "convert-onto-pods": Case((*CONVERT, "-o", "pods.csv"), "pods.csv"),
     "convert-cluster-onto-nodes": Case(
         (*CONVERT, "-o", "t.csv", "--cluster-out", "nodes.csv"), "nodes.csv"
@@ -234,6 +237,8 @@ DATA_LOSS: dict[str, Case] = {
 
 def _prepare(ws: Path, name: str) -> None:
     """Per-case set-up that the shared workspace does not hold."""
+    if name == "profile-onto-command-script":
+        (ws / "work.py").write_text('print("throughput: 1")\n', encoding="utf-8")
     if name == "simulate-summary-is-folder":
         (ws / "odd" / "summary.json").mkdir(parents=True)
     if name == "simulate-profiles-are-summary":

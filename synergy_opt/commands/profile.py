@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -357,12 +359,24 @@ def _profile_command(args: argparse.Namespace) -> ProfileReport:
     )
 
 
+def _command_files(command: str | None) -> list[tuple[str, str]]:
+    """Existing files named in ``--command`` (its script, its data): inputs the report
+    must not overwrite.  A command that does not split like a shell line names none."""
+    if command is None:
+        return []
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    return [("--command", w) for w in words if os.path.isfile(w)]
+
+
 def run(args: argparse.Namespace) -> int:
     """Profile and write the report atomically; exit 1 when no point could be measured."""
     if args.max_points < 2:
         raise UsageError(f"--max-points: must be >= 2, got {args.max_points}")
     preflight(
-        [("--profiles", args.profiles)],
+        [("--profiles", args.profiles), *_command_files(args.command)],
         [] if args.output is None else [Output("-o", args.output, stdout=True)],
     )
     try:
