@@ -14,6 +14,10 @@ Semantics (the paper artifact's, unless a :class:`SimConfig` field says otherwis
 - Idle stretches (nothing queued, next arrival later) are skipped: the next round is
   scheduled at the first boundary at or after the next arrival.
 
+Jobs' throughput matrices and the mechanism a name means come from ``config.semantics``
+(:mod:`synergy_opt.sim.semantics`): the throughput-matrix model by default, or the paper
+simulator's multi-GPU rules (``artifact``).
+
 The simulator has no real/simulated mode: it calls ``mechanism.allocate`` on a
 :class:`~synergy_opt.types.RoundInstance` exactly as a deployment would.
 
