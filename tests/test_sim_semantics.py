@@ -175,6 +175,16 @@ def test_tune_reverts_the_cpu_hungriest_resident_to_fit_a_later_job() -> None:
     assert got == {"j0": (3, 1.0), "j1": (12, 2.94), "j2": (3, 1.0)}
 
 
+def test_gpu_order_greedy_skips_what_does_not_fit_at_its_demand() -> None:
+    """The same three jobs as above: GREEDY runs the two alexnets and leaves res18 out."""
+    cluster = Cluster((Server("s0", 8, 24, 500.0),))
+    inst = _inst(cluster, [("j0", "alexnet", 1), ("j1", "alexnet", 1), ("j2", "res18", 1)])
+    alloc = get_semantics("artifact").make_mechanism("greedy").allocate(inst)
+    assert check_allocation(inst, alloc) == []
+    assert {ja.id: ja.cpus for ja in alloc.jobs} == {"j0": 12, "j1": 12}
+    assert alloc.unscheduled == ("j2",)
+
+
 def _multi_trace(jobs: int = 150, seed: int = 5) -> tuple:
     spec = WorkloadSpec(kind="multi-gpu", jobs=jobs, arrival_rate_per_h=30.0)
     return generate_workload(spec, shipped_profiles(), np.random.default_rng(seed))
