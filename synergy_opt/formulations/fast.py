@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from synergy_opt.types import THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
+from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
 
 # --------------------------------------------------------------------------- matrix model
 
@@ -300,18 +300,103 @@ def build_super_machine_fast(
     return build_knapsack(classes, [(float(cl.total_cpus), cl.total_mem_gb)], integer=integer)
 
 
+# --------------------------------------------------------------------------- split-aware
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SplitKnapsackModel:
+    """The super-machine with a whole or a spread choice per job (see
+    :func:`build_super_machine_split`); columns are (class k, point q, spread?)."""
+
+    matrix: MatrixModel
+    classes: tuple[JobClass, ...]
+    columns: tuple[tuple[int, tuple[int, float, float], bool], ...]
+
+    def picks(self, x: np.ndarray) -> list[list[tuple[tuple[int, float, float], int, bool]]]:
+        """Per class, [(point with its uncredited W, how many jobs, spread?)]."""
+        out: list[list[tuple[tuple[int, float, float], int, bool]]] = [[] for _ in self.classes]
+        for col, (k, pt, spread) in enumerate(self.columns):
+            n = int(round(float(x[col])))
+            if n > 0:
+                out[k].append((pt, n, spread))
+        return out
+
+
+def build_super_machine_split(
+    inst: RoundInstance, jobs: Sequence[Job], required: dict[str, float]
+) -> SplitKnapsackModel:
+    """(1)-(5) pooled, where each job is either whole or spread (beyond the paper).
+
+    A whole job takes its cores and memory from one server, so only points within the
+    largest server it may use get a whole column, credited W.  A job of >= 2 GPUs may
+    instead spread: any point, credited W times its ``split_penalty``, among points whose
+    credited W keeps ``required[job.id]`` (the checker's floor).  Jobs larger than every
+    server they may use only spread.  Every allocation of ``jobs`` that keeps the floors
+    maps to a solution of equal value (each job is whole or spread, and a whole job's
+    point fits its server), so the optimum is an upper bound, never above the plain
+    super-machine's (it only removes columns and lowers credits).
+    """
+    servers = inst.cluster.servers
+    classes = make_classes(inst, jobs)
+    cols: list[list[tuple[int, float]]] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    colmap: list[tuple[int, tuple[int, float, float], bool]] = []
+    n_cls = len(classes)
+    r_c, r_m = n_cls, n_cls + 1
+    for k, cl in enumerate(classes):
+        first = cl.members[0]
+        usable = [srv for srv in servers if first.may_use(srv)]
+        big_g = max((srv.gpus for srv in usable), default=0)
+        if first.gpus <= big_g:
+            fits = [srv for srv in usable if srv.gpus >= first.gpus]
+            c_max = max(srv.cpus for srv in fits)
+            m_max = max(srv.mem_gb for srv in fits)
+            for c, m, w in cl.points:
+                if c <= c_max and m <= m_max + MEM_EPS_GB:
+                    cols.append([(k, 1.0), (r_c, float(c)), (r_m, float(m))])
+                    cost.append(w)
+                    upper.append(float(cl.count))
+                    colmap.append((k, (c, m, w), False))
+        if first.gpus >= 2 and len(usable) >= 2:
+            pen = first.split_penalty
+            for c, m, w in useful_points(first.sensitivity, required[first.id] / pen):
+                cols.append([(k, 1.0), (r_c, float(c)), (r_m, float(m))])
+                cost.append(w * pen)
+                upper.append(float(cl.count))
+                colmap.append((k, (c, m, w), True))
+    counts = [float(cl.count) for cl in classes]
+    cl_ = inst.cluster
+    names = [f"eq4[{cl.members[0].id}]" for cl in classes] + ["eq2[pool]", "eq3[pool]"]
+    mm = matrix_model(
+        cols,
+        cost,
+        upper,
+        [True] * len(cost),
+        [*counts, -np.inf, -np.inf],
+        [*counts, float(cl_.total_cpus), cl_.total_mem_gb],
+        names,
+        maximize=True,
+        name="super_machine_split",
+    )
+    return SplitKnapsackModel(mm, tuple(classes), tuple(colmap))
+
+
 # --------------------------------------------------------------------------- placement
 
 
 @dataclass(frozen=True, slots=True)
 class DemandClass:
-    """Jobs sharing (class, chosen point): n of them, each wanting (g, c, m)."""
+    """Jobs sharing (class, chosen point): n of them, each wanting (g, c, m).
+
+    ``spread`` marks jobs the split-aware super-machine spreads over servers."""
 
     jobs: tuple[Job, ...]
     gpus: int
     cpus: int
     mem_gb: float
     allowed: tuple[int, ...]
+    spread: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -56,6 +56,8 @@ class RoundContext:
     demands: tuple[DemandClass, ...]
     #: The super-machine's grid point per runnable job (priority order inside a class).
     points: Mapping[str, Point]
+    #: Jobs the split-aware super-machine spreads (their points may exceed one server).
+    spread_ids: frozenset[str]
     #: The super-machine optimum (the value a route's plan reaches if the points deploy).
     optimum: float
     #: Most jobs that may span servers: min(--max-fragmented, 3s).
@@ -89,5 +91,8 @@ class RoundContext:
         return job.gpus > max_single_server_gpus(self.inst.cluster.servers, job)
 
     def may_spread(self, job: Job) -> bool:
-        """Whether spreading ``job`` costs no throughput (or it has to spread anyway)."""
-        return job.gpus >= 2 and (job.split_penalty >= 1.0 or self.must_spread(job))
+        """Whether ``job`` may spread: spreading costs it nothing, the super-machine spreads
+        it (its gain beats the split penalty), or it has to."""
+        return job.gpus >= 2 and (
+            job.split_penalty >= 1.0 or job.id in self.spread_ids or self.must_spread(job)
+        )

@@ -9,12 +9,12 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from synergy_opt.check import check_allocation
+from synergy_opt.check import check_allocation, fair_share_floor
 from synergy_opt.formulations.fast import (
     DemandClass,
     JobClass,
-    KnapsackModel,
-    build_super_machine_fast,
+    SplitKnapsackModel,
+    build_super_machine_split,
     class_key,
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
@@ -193,7 +193,7 @@ class Opt:
     ) -> Allocation:
         clock = Clock.started(self.options.time_limit_s)
         solver = self.options.solver
-        ksm = build_super_machine_fast(inst, runnable)
+        ksm = _split_super_machine(inst, runnable)
         res = solve_matrix(
             ksm.matrix,
             solver,
@@ -244,7 +244,7 @@ class Opt:
         runnable = select_runnable(inst)
         if not runnable:
             return None
-        ksm = build_super_machine_fast(inst, runnable)
+        ksm = _split_super_machine(inst, runnable)
         res = solve_matrix(ksm.matrix, self.options.solver, threads=self.options.threads)
         if res.x is None:
             return None
@@ -256,7 +256,7 @@ class Opt:
         inst: RoundInstance,
         runnable: Sequence[Job],
         tune: Allocation,
-        ksm: KnapsackModel,
+        ksm: SplitKnapsackModel,
         res: SolveResult,
         clock: Clock,
     ) -> RoundContext:
@@ -274,6 +274,7 @@ class Opt:
             points={
                 job.id: (dc.cpus, dc.mem_gb, _point_value(dc)) for dc in demands for job in dc.jobs
             },
+            spread_ids=frozenset(job.id for dc in demands if dc.spread for job in dc.jobs),
             optimum=res.objective or 0.0,
             max_fragmented=cap,
             options=self.options,
@@ -336,8 +337,9 @@ class Opt:
     ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
         """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
         jobs = {j.id: j for j in ctx.runnable}
-        penalised = any(
-            len(parts) > 1 and jobs[jid].split_penalty < 1.0 for jid, parts in plan.items()
+        penalised = any(  # spread where the super-machine kept it whole: points change
+            len(parts) > 1 and jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids
+            for jid, parts in plan.items()
         )
         if not penalised and len(plan) == len(ctx.runnable):
             points = {jid: ctx.points[jid] for jid in plan}
@@ -352,18 +354,30 @@ def _point_value(dc: DemandClass) -> float:
     return dc.jobs[0].sensitivity.lookup(dc.cpus, dc.mem_gb)
 
 
+def _split_super_machine(inst: RoundInstance, runnable: Sequence[Job]) -> SplitKnapsackModel:
+    """The split-aware super-machine over the runnable set, floors as the checker's."""
+    required = {job.id: fair_share_floor(inst, job)[1] for job in runnable}
+    return build_super_machine_split(inst, runnable, required)
+
+
 def _demand_classes(
-    inst: RoundInstance, classes: Sequence[JobClass], picks: Sequence[Sequence[tuple[Point, int]]]
+    inst: RoundInstance,
+    classes: Sequence[JobClass],
+    picks: Sequence[Sequence[tuple[Point, int, bool]]],
 ) -> list[DemandClass]:
-    """(class, point) groups; within a class, higher-priority jobs get higher-throughput points."""
+    """(class, point, spread?) groups; within a class, higher-priority jobs get the
+    higher-throughput points."""
     servers = inst.cluster.servers
     out: list[DemandClass] = []
     for cl, pk in zip(classes, picks, strict=True):
         allowed = tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
         members = list(cl.members)
-        for (c, m, _), n in sorted(pk, key=lambda pn: (-pn[0][2], pn[0][0], pn[0][1])):
+        credit = cl.members[0].split_penalty
+        for (c, m, _), n, spread in sorted(
+            pk, key=lambda p: (-p[0][2] * (credit if p[2] else 1.0), p[0][0], p[0][1], p[2])
+        ):
             take, members = members[:n], members[n:]
-            out.append(DemandClass(tuple(take), take[0].gpus, c, m, allowed))
+            out.append(DemandClass(tuple(take), take[0].gpus, c, m, allowed, spread))
         if members:  # pragma: no cover - (4) makes the counts add up
             raise RoundingError("super-machine solution does not cover every job")
     return out

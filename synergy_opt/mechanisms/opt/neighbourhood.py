@@ -39,8 +39,14 @@ log = logging.getLogger(__name__)
 LNS_WHOLE_ROUND_SERVERS: int = 4
 #: Servers per neighbourhood on larger rounds.
 LNS_SERVERS: int = 3
-#: Neighbourhoods tried per round on larger rounds (each one sub-MIP).
+#: Servers per neighbourhood built around one job far below its super-machine point.
+LNS_JOB_SERVERS: int = 6
+#: Such job-centred neighbourhoods per round.
+LNS_JOB_TRIES: int = 3
+#: Server-pair neighbourhoods tried per round on larger rounds (each one sub-MIP).
 LNS_TRIES: int = 6
+#: Passes over freshly chosen neighbourhoods while a pass still gains.
+LNS_PASSES: int = 3
 #: Stop after this many neighbourhoods in a row that do not improve the round.
 LNS_PATIENCE: int = 3
 #: Spread slots per job class in a neighbourhood (jobs of a class are interchangeable).
@@ -72,22 +78,37 @@ def total_of(ctx: RoundContext, plan: GpuPlan, points: dict[str, Point]) -> floa
 def improve(ctx: RoundContext, state: State) -> State:
     """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc)."""
     n_s = len(ctx.inst.cluster.servers)
-    if n_s <= LNS_WHOLE_ROUND_SERVERS:
-        hoods: list[tuple[int, ...]] = [tuple(range(n_s))]
-    else:
-        hoods = _neighbourhoods(ctx, state)
-    misses = 0
-    for hood in hoods:
-        better = _solve_hood(ctx, state, hood)
-        if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
-            log.info("opt: neighbourhood %s raises %.6g to %.6g", hood, state.total, better.total)
-            state = better
-            misses = 0
+    tried: set[tuple[tuple[int, ...], float]] = set()
+    for _ in range(LNS_PASSES):
+        start = state.total
+        if n_s <= LNS_WHOLE_ROUND_SERVERS:
+            hoods: list[tuple[int, ...]] = [tuple(range(n_s))]
         else:
-            misses += 1
-            if misses >= LNS_PATIENCE:
-                break
+            hoods = _neighbourhoods(ctx, state)
+        misses = 0
+        for hood in hoods:
+            if (hood, round(state.total, 9)) in tried:
+                continue  # same servers, same answer so far: the sub-MIP would repeat
+            tried.add((hood, round(state.total, 9)))
+            better = _solve_hood(ctx, state, hood)
+            if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
+                log.info(
+                    "opt: neighbourhood %s raises %.6g to %.6g", hood, state.total, better.total
+                )
+                state = better
+                misses = 0
+            else:
+                misses += 1
+                if misses >= LNS_PATIENCE:
+                    break
+        if state.total <= start * (1 + LNS_MIN_GAIN) or state.total >= ctx.optimum - 1e-9:
+            break
     return state
+
+
+def _credit(ctx: RoundContext, job: Job) -> float:
+    """The factor the super-machine credits ``job`` with (its penalty if it spreads it)."""
+    return job.split_penalty if job.id in ctx.spread_ids else 1.0
 
 
 def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
@@ -111,6 +132,29 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
     by_loss = sorted(range(len(servers)), key=lambda s: (-loss[s], s))
     by_spare = sorted(range(len(servers)), key=lambda s: (-spare[s], s))
     hoods: list[tuple[int, ...]] = []
+    # First around the jobs furthest below their super-machine point: their servers and
+    # the servers with most to spare, enough to feed a job that needs several servers.
+    jobs = {j.id: j for j in ctx.runnable}
+    short = sorted(
+        (
+            (ctx.points[jid][2] * _credit(ctx, jobs[jid]) - pt[2] * _credit(ctx, jobs[jid]), jid)
+            for jid, pt in state.points.items()
+            if jid in ctx.points
+        ),
+        reverse=True,
+    )
+    for gap, jid in short[:LNS_JOB_TRIES]:
+        if gap <= 1e-9:
+            break
+        pick = [s for s, _ in state.plan[jid]]
+        for s in by_spare:
+            if len(pick) >= max(LNS_JOB_SERVERS, len(pick)):
+                break
+            if s not in pick:
+                pick.append(s)
+        hood = tuple(sorted(pick))
+        if hood not in hoods:
+            hoods.append(hood)
     for i in range(LNS_TRIES):
         pick: list[int] = []
         for s in (by_loss[i % len(servers)], by_spare[i % len(servers)], *by_loss, *by_spare):
@@ -137,13 +181,11 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     cap_g = {s: float(servers[s].gpus) for s in hood}
     cap_c = {s: float(servers[s].cpus) for s in hood}
     cap_m = {s: servers[s].mem_gb for s in hood}
-    fixed_parts = deploy(
-        inst,
-        {jid: p for jid, p in state.plan.items() if jid not in set(free)},
-        state.points,
-    )
-    if fixed_parts is None:  # pragma: no cover - a subset of a deployable answer deploys
+    # The whole answer deploys; jobs crossing into T draw from outside T where they can.
+    all_parts = deploy(inst, state.plan, state.points, avoid=frozenset(hood), keep=frozenset(free))
+    if all_parts is None:  # pragma: no cover - every state is checked to deploy
         return None
+    fixed_parts = {jid: p for jid, p in all_parts.items() if jid not in set(free)}
     index = {srv.name: s for s, srv in enumerate(servers)}
     for parts in fixed_parts.values():
         for p in parts:
@@ -294,6 +336,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     mm = matrix_model(cols, cost, upper, integer, lo, hi, names, maximize=True, name="lns_hood")
     res = ctx.solve(mm, rel_gap=1e-4, node_limit=LNS_NODES)
     if res.x is None:
+        log.debug("neighbourhood %s: sub-MIP ended %s", hood, res.status)
         return None
 
     # Per class: (W, point, parts) per placed job, best first, to members in priority order.
@@ -328,8 +371,10 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             plan[job.id] = parts
             points[job.id] = pt
     if sum(1 for p in plan.values() if len(p) > 1) > ctx.max_fragmented:
+        log.debug("neighbourhood %s: over the fragmentation cap", hood)
         return None
     if deploy(inst, plan, points) is None:
+        log.debug("neighbourhood %s: answer does not deploy", hood)
         return None
     return State(plan, points, total_of(ctx, plan, points))
 

@@ -108,12 +108,33 @@ def _push(
 
 
 def deploy(
-    inst: RoundInstance, plan: GpuPlan, points: Mapping[str, Point]
+    inst: RoundInstance,
+    plan: GpuPlan,
+    points: Mapping[str, Point],
+    *,
+    avoid: frozenset[int] = frozenset(),
+    keep: frozenset[str] = frozenset(),
 ) -> dict[str, list[PlacementPart]] | None:
     """Placement parts giving every planned job its point, or ``None`` if they cannot fit.
 
-    The caller checks throughput floors; this only decides where cores and memory go.
+    Spread jobs not in ``keep`` draw nothing from the servers in ``avoid`` when they can do
+    without (the neighbourhood search keeps those servers for the jobs it re-decides).  The
+    caller checks throughput floors; this only decides where cores and memory go.
     """
+    if avoid:
+        spared = _deploy(inst, plan, points, avoid, keep)
+        if spared is not None:
+            return spared
+    return _deploy(inst, plan, points, frozenset(), keep)
+
+
+def _deploy(
+    inst: RoundInstance,
+    plan: GpuPlan,
+    points: Mapping[str, Point],
+    avoid: frozenset[int],
+    keep: frozenset[str],
+) -> dict[str, list[PlacementPart]] | None:
     servers = inst.cluster.servers
     free_c = [s.cpus for s in servers]
     free_m = [s.mem_gb for s in servers]
@@ -132,17 +153,22 @@ def deploy(
     if not spread:
         return out
     spans = {jid: [s for s, _ in parts] for jid, parts in spread.items()}
-    cores = _flow({jid: points[jid][0] for jid in spread}, spans, free_c)
+    draw = {
+        jid: sp if jid in keep else [s for s in sp if s not in avoid] for jid, sp in spans.items()
+    }
+    cores = _flow({jid: points[jid][0] for jid in spread}, draw, free_c)
     if cores is None:
         return None
     unit_cap = [int(math.floor(m / MEM_UNIT_GB + 5.0)) for m in free_m]
     units = {jid: int(math.ceil(points[jid][1] / MEM_UNIT_GB - 1e-3)) for jid in spread}
-    mem = _flow(units, spans, unit_cap)
+    mem = _flow(units, draw, unit_cap)
     if mem is None:
         return None
     for jid, parts in spread.items():
         out[jid] = [
-            PlacementPart(servers[s].name, g, cores[jid][s], mem[jid][s] * MEM_UNIT_GB)
+            PlacementPart(
+                servers[s].name, g, cores[jid].get(s, 0), mem[jid].get(s, 0) * MEM_UNIT_GB
+            )
             for s, g in parts
         ]
     return out
