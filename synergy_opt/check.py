@@ -15,7 +15,7 @@ it touches, the floor look-up of its throughput).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +24,7 @@ from synergy_opt.types import (
     Cluster,
     Job,
     JobAllocation,
+    PlacementPart,
     RoundInstance,
     Server,
     ThroughputMatrix,
@@ -76,25 +77,59 @@ def _floor_lookup(w: ThroughputMatrix, cpus: float, mem: float) -> float:
     return w.throughput[ci][mi]
 
 
-def fair_share_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
-    """(fair-share throughput, required throughput) for ``job``.
+def fair_share_floor(
+    inst: RoundInstance, job: Job, parts: Sequence[PlacementPart] | None = None
+) -> tuple[float, float]:
+    """(fair-share throughput, required throughput) for ``job``, placed on ``parts``.
 
     The required value is the fair-share throughput, times the job's ``split_penalty`` when
     the job is larger than any single server it may use: then even PROPORTIONAL must spread
     it, so the penalty is part of its GPU-proportional baseline.
+
+    Under the instance's ``"server"`` rule (FORMATS.md section 1) the share is the sum of
+    g*C_s/G_s and g*M_s/G_s over the servers of ``parts``, looked up in their GPU type's
+    matrix; without ``parts``, the smallest such value over the servers the job may use.
+    Under ``"cluster"``, the cluster-wide share, in the slowest usable type's matrix.
     """
     g_total, c_total, m_total, biggest = _cluster_facts(inst.cluster)
-    fair_c = (job.gpus * c_total) // g_total
-    fair_m = job.gpus * m_total / g_total
-    # A type-agnostic baseline may put the job on any type it may use: the slowest counts.
-    usable = (t for t in biggest if job.gpu_types is None or t in job.gpu_types)
-    fair_tp = _typed_lookup(job, usable, fair_c, fair_m)
+    if inst.fair_share_mode == "server":
+        fair_tp = _server_rule_floor(inst, job, parts)
+    else:
+        fair_c = (job.gpus * c_total) // g_total
+        fair_m = job.gpus * m_total / g_total
+        # A type-agnostic baseline may put the job on any type it may use: the slowest counts.
+        usable = (t for t in biggest if job.gpu_types is None or t in job.gpu_types)
+        fair_tp = _typed_lookup(job, usable, fair_c, fair_m)
     if job.gpu_types is None:
         most = max(biggest.values(), default=0)
     else:
         most = max((biggest.get(t, 0) for t in job.gpu_types), default=0)
     forced_split = job.gpus > most
     return fair_tp, fair_tp * (job.split_penalty if forced_split else 1.0)
+
+
+def _server_rule_floor(
+    inst: RoundInstance, job: Job, parts: Sequence[PlacementPart] | None
+) -> float:
+    """The per-server rule's fair-share throughput (recomputed from the raw servers)."""
+    servers = {s.name: s for s in inst.cluster.servers}
+
+    def share(g: int, s: Server) -> tuple[int, float]:
+        return (g * s.cpus) // s.gpus, g * s.mem_gb / s.gpus
+
+    placed = [p for p in parts or () if p.server in servers and servers[p.server].gpus > 0]
+    if not placed:  # before placement: the smallest over the servers the job may use
+        return min(
+            _floor_lookup(_matrix(job, s.gpu_type), *share(job.gpus, s))
+            for s in inst.cluster.servers
+            if s.gpus > 0 and (job.gpu_types is None or s.gpu_type in job.gpu_types)
+        )
+    gpus: dict[str, int] = {}
+    for p in placed:
+        gpus[p.server] = gpus.get(p.server, 0) + p.gpus
+    cores = sum(share(g, servers[n])[0] for n, g in gpus.items())
+    mem = math.fsum(share(g, servers[n])[1] for n, g in gpus.items())
+    return _typed_lookup(job, (servers[n].gpu_type for n in gpus), cores, mem)
 
 
 @lru_cache(maxsize=16)
@@ -308,7 +343,7 @@ def _throughput(f: Facts) -> Iterator[Violation]:
 
 def _fair_share_report(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
-        fair_tp, _ = fair_share_floor(f.inst, s.job)
+        fair_tp, _ = fair_share_floor(f.inst, s.job, s.alloc.placement)
         if not _close(fair_tp, s.alloc.fair_share_throughput):
             yield Violation(
                 "fair-share-report",
@@ -319,7 +354,7 @@ def _fair_share_report(f: Facts) -> Iterator[Violation]:
 
 def _fair_share(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
-        _, required = fair_share_floor(f.inst, s.job)
+        _, required = fair_share_floor(f.inst, s.job, s.alloc.placement)
         if s.throughput < required - ABS_TOL:
             yield Violation(
                 "fair-share",
@@ -385,7 +420,9 @@ RULES: tuple[Rule, ...] = (
         "throughput is the floor look-up on the servers' GPU type (x split penalty)",
         _throughput,
     ),
-    Rule("fair-share-report", "the fair share reported is the cluster's", _fair_share_report),
+    Rule(
+        "fair-share-report", "the fair share reported is the instance's rule's", _fair_share_report
+    ),
     Rule("fair-share", "no job below its fair-share throughput: (5)", _fair_share, optional=True),
     Rule("total", "total_throughput is the sum over the jobs", _total),
     Rule("fragmented", "fragmented_jobs counts the jobs on several servers", _fragmented),

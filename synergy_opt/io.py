@@ -310,17 +310,18 @@ def instance_from_dict(value: Any) -> RoundInstance:
     if len(jobs_raw) > JOBS.high:
         raise ValidationError("jobs", f"lists {len(jobs_raw)} jobs, at most {JOBS.high:_}")
     jobs = [job_from_dict(j, f"jobs[{i}]") for i, j in enumerate(jobs_raw)]
-    return RoundInstance(name, cluster, intern_matrices(jobs))
+    rule = _R.opt(o, "fair_share", "", _R.string)
+    return _wrap("", lambda: RoundInstance(name, cluster, intern_matrices(jobs), rule))
 
 
 def instance_to_dict(inst: RoundInstance) -> dict[str, Any]:
     """Serialise a round instance."""
-    return {
-        "format": ROUND_FORMAT,
-        "name": inst.name,
-        "cluster": cluster_to_dict(inst.cluster),
-        "jobs": [job_to_dict(j) for j in inst.jobs],
-    }
+    d: dict[str, Any] = {"format": ROUND_FORMAT, "name": inst.name}
+    if inst.fair_share_rule is not None:
+        d["fair_share"] = inst.fair_share_rule
+    d["cluster"] = cluster_to_dict(inst.cluster)
+    d["jobs"] = [job_to_dict(j) for j in inst.jobs]
+    return d
 
 
 # --------------------------------------------------------------------------- allocation

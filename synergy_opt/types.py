@@ -15,6 +15,7 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 # Re-exported: ValidationError's home is synergy_opt.errors (below every module).
 from synergy_opt.errors import ValidationError as ValidationError
@@ -24,6 +25,12 @@ from synergy_opt.errors import ValidationError as ValidationError
 MEM_EPS_GB: float = 1e-6
 #: Throughput comparisons (fair-share floor, reported values) use this absolute slack.
 THROUGHPUT_EPS: float = 1e-9
+#: How a job's GPU-proportional share is defined (FORMATS.md section 1): ``"server"``, the
+#: share of the servers it runs on, g*C_s/G_s and g*M_s/G_s (what a GPU-proportional cluster
+#: hands out); ``"cluster"``, the cluster-wide g*C/G and g*M/G (the rule before issue 11).
+FAIR_SHARE_RULES: tuple[str, ...] = ("server", "cluster")
+#: The rule of an instance that names none (top-level ``fair_share`` absent).
+DEFAULT_FAIR_SHARE_RULE: str = "cluster"
 
 
 def _is_int(x: object) -> bool:
@@ -280,8 +287,23 @@ class RoundInstance:
     _fair_memo: dict[tuple[object, ...], float] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
+    #: The instance's top-level ``fair_share`` as written (``None``: the default rule).
+    fair_share_rule: str | None = None
+    # Whether shares differ by server (read per job per round): decided once.
+    _per_server: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
+        if self.fair_share_rule is not None and self.fair_share_rule not in FAIR_SHARE_RULES:
+            raise ValidationError(
+                "fair_share",
+                f"expected one of {', '.join(map(repr, FAIR_SHARE_RULES))}, "
+                f"got {self.fair_share_rule!r}",
+            )
+        object.__setattr__(
+            self,
+            "_per_server",
+            self.fair_share_mode == "server" and not _uniform_shares(self.cluster),
+        )
         seen: set[str] = set()
         g_total = self.cluster.total_gpus
         for i, j in enumerate(self.jobs):
@@ -312,24 +334,88 @@ class RoundInstance:
                     )
 
     def fair_share(self, job: Job) -> tuple[int, float]:
-        """The job's GPU-proportional (cores, GB)."""
+        """The job's cluster-wide GPU-proportional (cores, GB), floor(gC/G) and gM/G."""
         return self.cluster.fair_share(job.gpus)
 
+    @property
+    def fair_share_mode(self) -> str:
+        """The rule in force: the instance's ``fair_share``, else the default."""
+        return self.fair_share_rule or DEFAULT_FAIR_SHARE_RULE
+
+    @property
+    def per_server_shares(self) -> bool:
+        """Whether shares depend on the server: the ``"server"`` rule on a cluster whose
+        GPU servers do not all have the cluster's cores and memory per GPU.
+
+        Where every GPU server has the cluster-wide ratios the two rules agree, and the
+        cluster-wide formulas (the same numbers, the same bytes) are used.
+        """
+        return self._per_server
+
+    def server_share(self, gpus: int, server: Server) -> tuple[int, float]:
+        """GPU-proportional (cores, GB) of ``gpus`` GPUs on ``server``: g*C_s/G_s, g*M_s/G_s.
+
+        Under the ``"cluster"`` rule, or where all servers agree, the cluster-wide share.
+        """
+        if not self.per_server_shares or server.gpus < 1:
+            return self.cluster.fair_share(gpus)
+        return (gpus * server.cpus) // server.gpus, gpus * server.mem_gb / server.gpus
+
+    def placed_share(self, job: Job, parts: Sequence[PlacementPart]) -> tuple[int, float]:
+        """The job's GPU-proportional share where it runs: the sum of its servers' shares."""
+        if not self.per_server_shares:
+            return self.cluster.fair_share(job.gpus)
+        by_name = _servers_by_name(self.cluster)
+        gpus: dict[str, int] = {}
+        for p in parts:
+            gpus[p.server] = gpus.get(p.server, 0) + p.gpus
+        cores, mem = 0, []
+        for name, g in gpus.items():
+            c, m = self.server_share(g, by_name[name])
+            cores += c
+            mem.append(m)
+        return cores, math.fsum(mem)
+
+    def fair_share_throughput_on(self, job: Job, parts: Sequence[PlacementPart]) -> float:
+        """The fair-share throughput of ``job`` as placed: the floor the checker enforces.
+
+        Under the ``"server"`` rule, W at the job's servers' shares in the matrix of their
+        GPU type (slowest type if several); otherwise :meth:`fair_share_throughput`.
+        """
+        if not self.per_server_shares:
+            return self.fair_share_throughput(job)
+        c, m = self.placed_share(job, parts)
+        by_name = _servers_by_name(self.cluster)
+        types = dict.fromkeys(by_name[p.server].gpu_type for p in parts)
+        return min(job.matrix_for(t).lookup(c, m) for t in types)
+
     def fair_share_throughput(self, job: Job) -> float:
-        """W_j at the GPU-proportional share: the floor TUNE and OPT must keep.
+        """W_j at the GPU-proportional share, before placement: the floor models pool.
 
         A job with per-type matrices gets the smallest value over the GPU types it may run
         on: a type-agnostic GPU-proportional baseline may place it on any of them, so that
-        minimum is what the baseline guarantees (docs/gpu-types.md).
+        minimum is what the baseline guarantees (docs/gpu-types.md).  Under the
+        ``"server"`` rule on a mixed-shape cluster, the smallest over the servers the job
+        may use (FORMATS.md: the super-machine's relaxation); a placed job's floor is
+        :meth:`fair_share_throughput_on`.
         """
         if job.sensitivity_by_type is None:
             key: tuple[object, ...] = (job.sensitivity, job.gpus)
         else:
             key = (job.sensitivity, job.gpus, job.sensitivity_by_type, job.gpu_types)
+        if self.per_server_shares:
+            key = (*key, job.gpu_types)
         w = self._fair_memo.get(key)
         if w is None:
-            c, m = self.cluster.fair_share(job.gpus)
-            w = min(mat.lookup(c, m) for mat in self.usable_matrices(job))
+            if self.per_server_shares:
+                w = min(
+                    job.matrix_for(s.gpu_type).lookup(*self.server_share(job.gpus, s))
+                    for s in self.cluster.servers
+                    if s.gpus > 0 and job.may_use(s)
+                )
+            else:
+                c, m = self.cluster.fair_share(job.gpus)
+                w = min(mat.lookup(c, m) for mat in self.usable_matrices(job))
             self._fair_memo[key] = w
         return w
 
@@ -343,6 +429,21 @@ class RoundInstance:
     def job_by_id(self) -> dict[str, Job]:
         """Jobs keyed by id."""
         return {j.id: j for j in self.jobs}
+
+
+def _uniform_shares(cluster: Cluster) -> bool:
+    """Every GPU server has the cluster's cores and memory per GPU (exact for cores)."""
+    g, c, m = cluster.total_gpus, cluster.total_cpus, cluster.total_mem_gb
+    return all(
+        s.cpus * g == c * s.gpus and math.isclose(s.mem_gb * g, m * s.gpus, rel_tol=1e-12)
+        for s in cluster.servers
+        if s.gpus > 0
+    )
+
+
+@lru_cache(maxsize=64)
+def _servers_by_name(cluster: Cluster) -> dict[str, Server]:
+    return {s.name: s for s in cluster.servers}
 
 
 def intern_matrices(jobs: Sequence[Job]) -> tuple[Job, ...]:
@@ -472,7 +573,7 @@ def build_allocation(
                     float(p.mem_gb),
                     ordered,
                     w,
-                    inst.fair_share_throughput(job),
+                    inst.fair_share_throughput_on(job, ordered),
                 )
             )
             continue
@@ -494,7 +595,7 @@ def build_allocation(
                 mem_gb=math.fsum(p.mem_gb for p in ordered),
                 placement=ordered,
                 throughput=realised_throughput(job, ordered, types),
-                fair_share_throughput=inst.fair_share_throughput(job),
+                fair_share_throughput=inst.fair_share_throughput_on(job, ordered),
             )
         )
     return Allocation(

@@ -460,3 +460,86 @@ def test_type_aware_is_proportional_without_types(path: Path) -> None:
         d.pop("mechanism")
         d.pop("solve_seconds")
     assert a == b
+
+
+# --------------------------------------------------------------------------- per-server share
+
+#: Two 4-GPU servers of different shapes: "a" has 2 cores and 25 GB per GPU, "b" 8 and 100.
+#: Cluster-wide, a GPU's share is 40/8 = 5 cores and 500/8 = 62.5 GB.
+MIXED = Cluster((Server("a", 4, 8, 100.0), Server("b", 4, 32, 400.0)))
+W4 = ThroughputMatrix.from_lists(
+    [8, 20, 32], [100.0, 250.0, 400.0], [[0.5, 0.5, 0.5], [0.5, 1.0, 1.0], [0.5, 1.0, 1.5]]
+)
+
+
+def _mixed(rule: str | None) -> RoundInstance:
+    return RoundInstance("mixed", MIXED, (Job("j0", 4, W4), Job("j1", 4, W4)), rule)
+
+
+def test_per_server_share_hand_worked() -> None:
+    server, cluster = _mixed("server"), _mixed("cluster")
+    a, b = MIXED.servers
+    assert server.per_server_shares and not cluster.per_server_shares
+    assert server.server_share(4, a) == (8, 100.0) and server.server_share(4, b) == (32, 400.0)
+    assert cluster.server_share(4, a) == (20, 250.0)  # the cluster-wide share everywhere
+    # Before placement: the smallest over the servers (W(8, 100) = 0.5); cluster: W(20, 250).
+    assert server.fair_share_throughput(server.jobs[0]) == 0.5
+    assert cluster.fair_share_throughput(cluster.jobs[0]) == 1.0
+    on_b = [PlacementPart("b", 4, 20, 250.0)]
+    assert server.fair_share_throughput_on(server.jobs[0], on_b) == 1.5
+    # (20 cores, 250 GB) on b keeps the cluster-wide floor (1.0) but not b's own (W(32, 400)).
+    for inst, kinds in ((cluster, []), (server, ["fair-share"])):
+        alloc = build_allocation(inst, "t", {"j1": on_b})
+        assert [v.kind for v in check_allocation(inst, alloc, fair_share=True)] == kinds
+    assert build_allocation(server, "t", {"j1": on_b}).jobs[0].fair_share_throughput == 1.5
+    # Spread 2 + 2: the sum of the servers' shares, (4 + 16) cores and (50 + 200) GB.
+    spread = [PlacementPart("a", 2, 4, 50.0), PlacementPart("b", 2, 16, 200.0)]
+    assert server.placed_share(server.jobs[0], spread) == (20, 250.0)
+
+
+def test_per_server_share_places_what_the_cluster_wide_share_strands() -> None:
+    """Cluster-wide, a 4-GPU job wants 20 cores: "a" (8 cores) can never host it, so its 4
+    GPUs idle; per server, "a" hands out its own 8 cores and both jobs run."""
+    totals = {}
+    for rule in ("cluster", "server"):
+        inst = _mixed(rule)
+        for name in ("proportional", "tune", "type-aware"):
+            alloc = make_mechanism(name).allocate(inst)
+            assert check_allocation(inst, alloc, fair_share=True) == [], (rule, name)
+            totals[rule, name] = (alloc.total_throughput, len(alloc.jobs))
+    assert totals["cluster", "proportional"] == (1.0, 1)
+    assert totals["cluster", "tune"] == (1.5, 1)  # j0 takes b at its best point, j1 waits
+    assert totals["server", "proportional"] == (2.0, 2)  # 0.5 on a + 1.5 on b
+    assert totals["server", "tune"] == (2.0, 2)
+    assert totals["server", "type-aware"] == totals["server", "proportional"]
+
+
+def test_fair_share_rule_read_written_and_validated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = copy.deepcopy(DOC)
+    doc = {"format": doc["format"], "name": doc["name"], "fair_share": "server", **doc}
+    inst = instance_from_dict(doc)
+    assert inst.fair_share_rule == "server"
+    assert instance_to_dict(inst) == doc
+    assert "fair_share" not in instance_to_dict(instance_from_dict(DOC))
+    doc["fair_share"] = "pooled"
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    assert main(["solve", str(path), "--mechanism", "tune"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{path}: fair_share: expected one of 'server', 'cluster', got 'pooled'"]
+
+
+@given(typed_rounds(), st.booleans())
+@settings(max_examples=40)
+def test_property_server_rule_floor_kept(inst: RoundInstance, penalties: bool) -> None:
+    jobs = inst.jobs
+    if not penalties:  # PROPORTIONAL promises the floor only where it pays no penalty
+        jobs = tuple(dataclasses.replace(j, split_penalty=1.0) for j in jobs)
+    inst = RoundInstance(inst.name, inst.cluster, jobs, "server")
+    for name in mechanism_names(keeps_fair_share=True, uses_solver=False):
+        if penalties and name in ("proportional", "type-aware"):
+            continue
+        alloc = make_mechanism(name).allocate(inst)
+        assert check_allocation(inst, alloc, fair_share=True) == [], name

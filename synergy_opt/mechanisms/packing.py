@@ -261,6 +261,38 @@ def order_views(
     return sorted(range(len(views)), key=key)
 
 
+def place_at_server_shares(
+    state: ClusterState, inst: RoundInstance, job: Job, *, allow_spread: bool = True
+) -> list[tuple[int, int, int, float]] | None:
+    """GPU-proportional placement under the per-server rule (FORMATS.md section 1).
+
+    Each part gets its own server's share, g*C_s/G_s cores and g*M_s/G_s GB, so the job's
+    GPUs alone decide where it goes: best fit (least free) over servers with enough free
+    GPUs, else spread over the servers with the most free GPUs.  What a GPU-proportional
+    cluster hands out always fits a server whose other jobs took no more than their share,
+    which is why a cluster-wide share can strand GPUs and this cannot.
+    """
+    g = job.gpus
+    servers = state.servers
+    if g <= state.max_server_gpus(job):
+        for i in state.gpu_candidates(job, g):
+            c, m = inst.server_share(g, servers[i])
+            if state.fits(i, g, c, m):
+                state.take(i, g, c, m)
+                return [(i, g, c, m)]
+    if not allow_spread:
+        return None
+    plan = state.spread_plan(job, g)
+    if plan is None or len(plan) < 2:
+        return None
+    parts = [(i, k, *inst.server_share(k, servers[i])) for i, k in plan]
+    if not all(state.fits(i, k, c, m) for i, k, c, m in parts):
+        return None
+    for i, k, c, m in parts:
+        state.take(i, k, c, m)
+    return parts
+
+
 def max_single_server_gpus(servers: Sequence[Server], job: Job) -> int:
     """Most GPUs (total, not free) one server the job may use has; a bigger job must spread."""
     return max((s.gpus for s in servers if job.may_use(s)), default=0)

@@ -2,7 +2,10 @@
 
 Each runnable job gets floor(g C / G) cores and g M / G GB; it is consolidated on the
 best-fitting server when its GPUs fit on one, else spread over the servers with the most
-free GPUs.  This is the throughput floor that TUNE and OPT must never go below.
+free GPUs.  This is the throughput floor that TUNE and OPT must never go below.  Under an
+instance's per-server rule (``"fair_share": "server"``, FORMATS.md section 1) on a cluster
+of several shapes, each part gets its own server's share, floor(g C_s / G_s) and g M_s / G_s,
+so only free GPUs decide where a job goes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.packing import (
     ClusterState,
     order_views,
+    place_at_server_shares,
     place_job,
     select_runnable,
     type_views,
@@ -50,14 +54,11 @@ class Proportional:
                 # Spreading a job that fits on one server costs it its split penalty; the
                 # baseline then waits for a whole server rather than run below its own share.
                 consolidable = view.gpus <= state.max_server_gpus(view)
-                parts = place_job(
-                    state,
-                    view,
-                    c,
-                    m,
-                    allow_spread=not consolidable or view.split_penalty >= 1.0,
-                    fit_spread=True,
-                )
+                spread_ok = not consolidable or view.split_penalty >= 1.0
+                if inst.per_server_shares:
+                    parts = place_at_server_shares(state, inst, view, allow_spread=spread_ok)
+                else:
+                    parts = place_job(state, view, c, m, allow_spread=spread_ok, fit_spread=True)
                 if parts:
                     placements[job.id] = [
                         PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts

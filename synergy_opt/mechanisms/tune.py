@@ -131,11 +131,21 @@ class Tune:
         placed: list[_Placed] = []
 
         for job in runnable:
+            views = views_of[job.id]
             fair_tp = inst.fair_share_throughput(job)
-            got = self._place(inst, state, residents, views_of[job.id], best_of[job.id], fair_tp)
+            # Under the per-server rule a job's floor depends on where it lands: demands are
+            # shrunk only as far as the strictest server's floor allows (each view's own).
+            floors = (
+                [_strictest_floor(inst, v) for v in views]
+                if inst.per_server_shares
+                else [fair_tp] * len(views)
+            )
+            got = self._place(inst, state, residents, views, best_of[job.id], floors)
             if got is None:
                 continue
             view, cpus, mem, parts, consolidable = got
+            if inst.per_server_shares:
+                fair_tp = _floor_on(inst, view, parts)
             spread = len(parts) > 1
             w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
             rec = _Placed(view, prio[job.id], cpus, mem, list(parts), w_floor)
@@ -158,20 +168,38 @@ class Tune:
         residents: list[list[_Placed]],
         views: tuple[Job, ...],
         best: list[DemandPoint],
-        fair_tp: float,
+        floors: list[float],
     ) -> tuple[Job, int, float, list[Part], bool] | None:
         """Place one job: (view, cores, memory, parts, consolidable), or ``None``.
 
         Each step (best demand; shrunk to the fair-share-keeping demand; reclaiming from
         residents; spreading by what servers can feed) is tried on every view before the
         next, views in type-agnostic best-fit order; with one view, the steps of the paper.
-        ``fair_tp`` is the job's own fair share (for a typed job, its slowest usable type's),
-        which every view must keep.
+        ``floors[k]`` is the fair share view k must keep: the job's own (for a typed job,
+        its slowest usable type's), or under the per-server rule the strictest server's.
+        Under that rule each placement is checked against its servers' own floor, and a
+        last step gives the job its servers' GPU-proportional shares, reclaiming from
+        residents, so TUNE never does worse than PROPORTIONAL.
         """
         total_c, total_m = inst.cluster.total_cpus, inst.cluster.total_mem_gb
         want = [(d.cpus, d.mem_gb) for d in best]
         order = order_views(state, views, want)
         cons = [v.gpus <= state.max_server_gpus(v) for v in views]
+        checked = inst.per_server_shares
+
+        def kept(v: Job, parts: list[Part] | None, cpus: int, mem: float) -> list[Part] | None:
+            """Per-server rule: the placement if it keeps its servers' floor, else undone."""
+            if parts is None or not checked:
+                return parts
+            w = v.sensitivity.lookup(cpus, mem) * (v.split_penalty if len(parts) > 1 else 1.0)
+            need = _floor_on(inst, v, parts)
+            if len(parts) > 1 and v.gpus > state.max_server_gpus(v):
+                need *= v.split_penalty  # a forced spread: the baseline pays it too
+            if w >= need - THROUGHPUT_EPS:
+                return parts
+            for i, g, c, m in parts:
+                state.give(i, g, c, m)
+            return None
 
         for k in order:
             v, d = views[k], best[k]
@@ -180,13 +208,14 @@ class Tune:
                 v,
                 d.cpus,
                 d.mem_gb,
-                allow_spread=self._may_spread(v, cons[k], d.throughput, fair_tp),
+                allow_spread=self._may_spread(v, cons[k], d.throughput, floors[k]),
             )
+            parts = kept(v, parts, d.cpus, d.mem_gb)
             if parts is not None:
                 return v, d.cpus, d.mem_gb, parts, cons[k]
         for k in order:
             v, (cpus, mem) = views[k], want[k]
-            s = self._demand.shrink(v, total_c, total_m, cpus, mem, fair_tp)
+            s = self._demand.shrink(v, total_c, total_m, cpus, mem, floors[k])
             if s is not None and (s.cpus, s.mem_gb) != (cpus, mem):
                 want[k] = (s.cpus, s.mem_gb)
                 parts = place_job(
@@ -194,13 +223,16 @@ class Tune:
                     v,
                     s.cpus,
                     s.mem_gb,
-                    allow_spread=self._may_spread(v, cons[k], s.throughput, fair_tp),
+                    allow_spread=self._may_spread(v, cons[k], s.throughput, floors[k]),
                 )
+                parts = kept(v, parts, s.cpus, s.mem_gb)
                 if parts is not None:
                     return v, s.cpus, s.mem_gb, parts, cons[k]
         for k in order:
             v, (cpus, mem) = views[k], want[k]
-            parts = self._reclaim_and_place(inst, state, residents, v, cpus, mem, cons[k], fair_tp)
+            parts = self._reclaim_and_place(
+                inst, state, residents, v, cpus, mem, cons[k], floors[k]
+            )
             if parts is not None:
                 return v, cpus, mem, parts, cons[k]
         for k in order:
@@ -214,12 +246,52 @@ class Tune:
                 v,
                 cpus,
                 mem,
-                allow_spread=self._may_spread(v, cons[k], w, fair_tp),
+                allow_spread=self._may_spread(v, cons[k], w, floors[k]),
                 fit_spread=True,
             )
+            parts = kept(v, parts, cpus, mem)
             if parts is not None:
                 return v, cpus, mem, parts, cons[k]
+        if checked:
+            for k in order:
+                got = self._place_at_server_shares(inst, state, residents, views[k], cons[k])
+                if got is not None:
+                    return views[k], got[0], got[1], got[2], cons[k]
         return None
+
+    def _place_at_server_shares(
+        self,
+        inst: RoundInstance,
+        state: ClusterState,
+        residents: list[list[_Placed]],
+        job: Job,
+        consolidable: bool,
+    ) -> tuple[int, float, list[Part]] | None:
+        """PROPORTIONAL's placement under the per-server rule, reverting residents for room.
+
+        Each part gets its server's own GPU-proportional share, so the job sits exactly at
+        its fair share; residents holding more than their own floor give the room back.
+        """
+        g = job.gpus
+        servers = state.servers
+        if consolidable:
+            for i in state.gpu_candidates(job, g):
+                c, m = inst.server_share(g, servers[i])
+                if self._make_room(inst, state, residents[i], i, g, c, m):
+                    state.take(i, g, c, m)
+                    return c, m, [(i, g, c, m)]
+            if job.split_penalty < 1.0:
+                return None  # PROPORTIONAL too waits rather than spread it below its share
+        plan = state.spread_plan(job, g)
+        if plan is None or len(plan) < 2:
+            return None
+        parts = [(i, k, *inst.server_share(k, servers[i])) for i, k in plan]
+        for i, k, c, m in parts:
+            if not self._make_room(inst, state, residents[i], i, k, c, m):
+                return None
+        for i, k, c, m in parts:
+            state.take(i, k, c, m)
+        return sum(p[2] for p in parts), sum(p[3] for p in parts), parts
 
     @staticmethod
     def _may_spread(job: Job, consolidable: bool, w: float, fair_tp: float) -> bool:
@@ -328,6 +400,29 @@ class TuneSorted(Tune):
 
     name = "tune-sorted"
     sort_by_demand = True
+
+
+def _strictest_floor(inst: RoundInstance, view: Job) -> float:
+    """The largest per-server fair-share throughput over the servers ``view`` may use.
+
+    A demand keeping it keeps every usable server's own floor (profiles are monotone);
+    each placement is still checked against its own servers' floor.
+    """
+    return max(
+        view.sensitivity.lookup(*inst.server_share(view.gpus, s))
+        for s in inst.cluster.servers
+        if s.gpus > 0 and view.may_use(s)
+    )
+
+
+def _floor_on(inst: RoundInstance, view: Job, parts: list[Part]) -> float:
+    """The view's fair-share throughput on the servers of ``parts`` (per-server rule)."""
+    servers = inst.cluster.servers
+    gpus: dict[int, int] = {}
+    for i, g, _, _ in parts:
+        gpus[i] = gpus.get(i, 0) + g
+    shares = [inst.server_share(g, servers[i]) for i, g in gpus.items()]
+    return view.sensitivity.lookup(sum(c for c, _ in shares), sum(m for _, m in shares))
 
 
 #: ``tune-inorder`` was the name of the simulator's TUNE before it became ``tune``.

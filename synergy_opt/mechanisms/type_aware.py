@@ -20,7 +20,13 @@ from __future__ import annotations
 import time
 
 from synergy_opt.mechanisms.base import MechanismOptions, register
-from synergy_opt.mechanisms.packing import ClusterState, place_job, select_runnable, type_views
+from synergy_opt.mechanisms.packing import (
+    ClusterState,
+    place_at_server_shares,
+    place_job,
+    select_runnable,
+    type_views,
+)
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
@@ -66,14 +72,11 @@ class TypeAware:
                 # As PROPORTIONAL: a job that fits on one server waits for one rather than
                 # pay its split penalty; a bigger one spreads by what servers can feed.
                 consolidable = view.gpus <= state.max_server_gpus(view)
-                parts = place_job(
-                    state,
-                    view,
-                    c,
-                    m,
-                    allow_spread=not consolidable or view.split_penalty >= 1.0,
-                    fit_spread=True,
-                )
+                spread_ok = not consolidable or view.split_penalty >= 1.0
+                if inst.per_server_shares:
+                    parts = place_at_server_shares(state, inst, view, allow_spread=spread_ok)
+                else:
+                    parts = place_job(state, view, c, m, allow_spread=spread_ok, fit_spread=True)
                 if parts:
                     placements[job.id] = [
                         PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts
