@@ -40,7 +40,7 @@ LNS_WHOLE_ROUND_SERVERS: int = 4
 #: Servers per neighbourhood on larger rounds.
 LNS_SERVERS: int = 3
 #: Servers per neighbourhood built around one job far below its super-machine point.
-LNS_JOB_SERVERS: int = 6
+LNS_JOB_SERVERS: int = 8
 #: Such job-centred neighbourhoods per round.
 LNS_JOB_TRIES: int = 3
 #: Server-pair neighbourhoods tried per round on larger rounds (each one sub-MIP).
@@ -132,14 +132,15 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
     by_loss = sorted(range(len(servers)), key=lambda s: (-loss[s], s))
     by_spare = sorted(range(len(servers)), key=lambda s: (-spare[s], s))
     hoods: list[tuple[int, ...]] = []
-    # First around the jobs furthest below their super-machine point: their servers and
-    # the servers with most to spare, enough to feed a job that needs several servers.
+    # First around the jobs that may spread and lie furthest below their super-machine
+    # point: their servers and the servers with most to spare, enough to feed a job that
+    # needs several servers' cores or memory.
     jobs = {j.id: j for j in ctx.runnable}
     short = sorted(
         (
             (ctx.points[jid][2] * _credit(ctx, jobs[jid]) - pt[2] * _credit(ctx, jobs[jid]), jid)
             for jid, pt in state.points.items()
-            if jid in ctx.points
+            if jid in ctx.points and ctx.may_spread(jobs[jid])
         ),
         reverse=True,
     )
