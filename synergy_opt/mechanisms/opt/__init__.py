@@ -2,26 +2,34 @@
 
 ``opt`` runs, on TUNE's runnable set (the paper's OPT, section 4, made to deploy):
 
-1. the super-machine (1)-(5) on the fast path (:mod:`synergy_opt.formulations.fast`) -> a
-   grid point per job and the proven optimum, reported as ``upper_bound`` (the solver's
-   dual bound, claimed only when the whole runnable set is scheduled);
+1. the split-aware super-machine (``fast.build_super_machine_split``) -> a grid point
+   per job, which jobs are worth spreading, and the bound reported as
+   ``upper_bound`` (claimed only when the whole runnable set is scheduled);
 2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn
-   it into whole GPUs per server: consolidating routes first (a least-loaded packing, the
-   server-class MIP on small rounds), then the paper's placement-LP vertex, whose at most
-   3s split jobs keep their span, then TUNE's own placement;
+   it into whole GPUs per server: consolidating routes first, then the paper's
+   placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own;
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else re-optimised per server with spread jobs drawing from their span
-   (:mod:`.configure`).
+   (:mod:`.configure`);
+4. below the bound, exact re-decisions on neighbourhoods of servers (:mod:`.neighbourhood`)
+   improve the best plan.
 
-Throughput comes first, then fewer fragmented jobs: the first plan that reaches the
-super-machine optimum ends the search, and routes that spread come after those that do not.
-No plan spreads more than ``min(3s, --max-fragmented)`` jobs.  The best candidate is checked
-by the independent checker and compared with TUNE; the better one is returned and every
-fallback is said in ``notes`` and logged, so OPT is never below TUNE.
+Throughput comes first, then fewer fragmented jobs; no plan spreads more than
+``min(3s, --max-fragmented)`` jobs.  The best candidate is checked by the independent
+checker and compared with TUNE; the better one is returned and every fallback is said in
+``notes`` and logged, so OPT is never below TUNE.  An ``Opt`` instance remembers its last
+rounds (a simulation keeps one) and replays the answer of an identical round.
 """
 
-from synergy_opt.mechanisms.opt import configure, context, mechanism, routes, transport
+from synergy_opt.mechanisms.opt import (
+    configure,
+    context,
+    mechanism,
+    neighbourhood,
+    routes,
+    transport,
+)
 from synergy_opt.mechanisms.opt.context import Clock, GpuPlan, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.mechanism import Opt, _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.opt.routes import ROUTES, Route
@@ -40,6 +48,7 @@ __all__ = [
     "configure",
     "context",
     "mechanism",
+    "neighbourhood",
     "routes",
     "transport",
 ]
