@@ -87,9 +87,9 @@ def fair_share_floor(
     it, so the penalty is part of its GPU-proportional baseline.
 
     Under the instance's ``"server"`` rule (FORMATS.md section 1) the share is the sum of
-    g*C_s/G_s and g*M_s/G_s over the servers of ``parts``, looked up in their GPU type's
-    matrix; without ``parts``, the smallest such value over the servers the job may use.
-    Under ``"cluster"``, the cluster-wide share, in the slowest usable type's matrix.
+    g*C_s/G_s and g*M_s/G_s over the servers of ``parts``; without ``parts``, the smallest
+    value over the servers the job may use.  Under ``"cluster"``, the cluster-wide share.
+    Either way a job with per-type matrices is read in its slowest usable type's matrix.
     """
     g_total, c_total, m_total, biggest = _cluster_facts(inst.cluster)
     if inst.fair_share_mode == "server":
@@ -117,19 +117,21 @@ def _server_rule_floor(
     def share(g: int, s: Server) -> tuple[int, float]:
         return (g * s.cpus) // s.gpus, g * s.mem_gb / s.gpus
 
+    usable = [
+        s
+        for s in inst.cluster.servers
+        if s.gpus > 0 and (job.gpu_types is None or s.gpu_type in job.gpu_types)
+    ]
+    types = {s.gpu_type for s in usable}  # the slowest usable type counts, as cluster-wide
     placed = [p for p in parts or () if p.server in servers and servers[p.server].gpus > 0]
     if not placed:  # before placement: the smallest over the servers the job may use
-        return min(
-            _floor_lookup(_matrix(job, s.gpu_type), *share(job.gpus, s))
-            for s in inst.cluster.servers
-            if s.gpus > 0 and (job.gpu_types is None or s.gpu_type in job.gpu_types)
-        )
+        return min(_typed_lookup(job, types, *share(job.gpus, s)) for s in usable)
     gpus: dict[str, int] = {}
     for p in placed:
         gpus[p.server] = gpus.get(p.server, 0) + p.gpus
     cores = sum(share(g, servers[n])[0] for n, g in gpus.items())
     mem = math.fsum(share(g, servers[n])[1] for n, g in gpus.items())
-    return _typed_lookup(job, (servers[n].gpu_type for n in gpus), cores, mem)
+    return _typed_lookup(job, types, cores, mem)
 
 
 @lru_cache(maxsize=16)

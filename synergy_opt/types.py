@@ -379,15 +379,14 @@ class RoundInstance:
     def fair_share_throughput_on(self, job: Job, parts: Sequence[PlacementPart]) -> float:
         """The fair-share throughput of ``job`` as placed: the floor the checker enforces.
 
-        Under the ``"server"`` rule, W at the job's servers' shares in the matrix of their
-        GPU type (slowest type if several); otherwise :meth:`fair_share_throughput`.
+        Under the ``"server"`` rule, W at the sum of the job's servers' shares; otherwise
+        :meth:`fair_share_throughput`.  Either way a job with per-type matrices is read in
+        its slowest usable type's matrix, the type-agnostic baseline's guarantee.
         """
         if not self.per_server_shares:
             return self.fair_share_throughput(job)
         c, m = self.placed_share(job, parts)
-        by_name = _servers_by_name(self.cluster)
-        types = dict.fromkeys(by_name[p.server].gpu_type for p in parts)
-        return min(job.matrix_for(t).lookup(c, m) for t in types)
+        return min(w.lookup(c, m) for w in self.usable_matrices(job))
 
     def fair_share_throughput(self, job: Job) -> float:
         """W_j at the GPU-proportional share, before placement: the floor models pool.
@@ -408,10 +407,12 @@ class RoundInstance:
         w = self._fair_memo.get(key)
         if w is None:
             if self.per_server_shares:
+                mats = self.usable_matrices(job)
                 w = min(
-                    job.matrix_for(s.gpu_type).lookup(*self.server_share(job.gpus, s))
+                    mat.lookup(*self.server_share(job.gpus, s))
                     for s in self.cluster.servers
                     if s.gpus > 0 and job.may_use(s)
+                    for mat in mats
                 )
             else:
                 c, m = self.cluster.fair_share(job.gpus)

@@ -19,6 +19,7 @@ degenerates to PROPORTIONAL: Synergy is never worse than the baseline.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ from synergy_opt.types import (
     Job,
     PlacementPart,
     RoundInstance,
+    ThroughputMatrix,
     build_allocation,
 )
 
@@ -135,17 +137,18 @@ class Tune:
             fair_tp = inst.fair_share_throughput(job)
             # Under the per-server rule a job's floor depends on where it lands: demands are
             # shrunk only as far as the strictest server's floor allows (each view's own).
+            mats = inst.usable_matrices(job)
             floors = (
-                [_strictest_floor(inst, v) for v in views]
+                [_strictest_floor(inst, v, mats) for v in views]
                 if inst.per_server_shares
                 else [fair_tp] * len(views)
             )
-            got = self._place(inst, state, residents, views, best_of[job.id], floors)
+            got = self._place(inst, state, residents, views, best_of[job.id], floors, mats)
             if got is None:
                 continue
             view, cpus, mem, parts, consolidable = got
             if inst.per_server_shares:
-                fair_tp = _floor_on(inst, view, parts)
+                fair_tp = _floor_on(inst, mats, parts)
             spread = len(parts) > 1
             w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
             rec = _Placed(view, prio[job.id], cpus, mem, list(parts), w_floor)
@@ -169,6 +172,7 @@ class Tune:
         views: tuple[Job, ...],
         best: list[DemandPoint],
         floors: list[float],
+        mats: tuple[ThroughputMatrix, ...],
     ) -> tuple[Job, int, float, list[Part], bool] | None:
         """Place one job: (view, cores, memory, parts, consolidable), or ``None``.
 
@@ -176,7 +180,8 @@ class Tune:
         residents; spreading by what servers can feed) is tried on every view before the
         next, views in type-agnostic best-fit order; with one view, the steps of the paper.
         ``floors[k]`` is the fair share view k must keep: the job's own (for a typed job,
-        its slowest usable type's), or under the per-server rule the strictest server's.
+        its slowest usable type's), or under the per-server rule the strictest server's;
+        ``mats`` are the job's usable matrices, whose slowest reads a placed job's floor.
         Under that rule each placement is checked against its servers' own floor, and a
         last step gives the job its servers' GPU-proportional shares, reclaiming from
         residents, so TUNE never does worse than PROPORTIONAL.
@@ -192,7 +197,7 @@ class Tune:
             if parts is None or not checked:
                 return parts
             w = v.sensitivity.lookup(cpus, mem) * (v.split_penalty if len(parts) > 1 else 1.0)
-            need = _floor_on(inst, v, parts)
+            need = _floor_on(inst, mats, parts)
             if len(parts) > 1 and v.gpus > state.max_server_gpus(v):
                 need *= v.split_penalty  # a forced spread: the baseline pays it too
             if w >= need - THROUGHPUT_EPS:
@@ -402,27 +407,29 @@ class TuneSorted(Tune):
     sort_by_demand = True
 
 
-def _strictest_floor(inst: RoundInstance, view: Job) -> float:
+def _strictest_floor(inst: RoundInstance, view: Job, mats: tuple[ThroughputMatrix, ...]) -> float:
     """The largest per-server fair-share throughput over the servers ``view`` may use.
 
     A demand keeping it keeps every usable server's own floor (profiles are monotone);
     each placement is still checked against its own servers' floor.
     """
     return max(
-        view.sensitivity.lookup(*inst.server_share(view.gpus, s))
+        min(w.lookup(*inst.server_share(view.gpus, s)) for w in mats)
         for s in inst.cluster.servers
         if s.gpus > 0 and view.may_use(s)
     )
 
 
-def _floor_on(inst: RoundInstance, view: Job, parts: list[Part]) -> float:
-    """The view's fair-share throughput on the servers of ``parts`` (per-server rule)."""
+def _floor_on(inst: RoundInstance, mats: tuple[ThroughputMatrix, ...], parts: list[Part]) -> float:
+    """The fair-share throughput on the servers of ``parts`` (per-server rule), read in the
+    slowest of the job's usable matrices as :meth:`RoundInstance.fair_share_throughput_on`."""
     servers = inst.cluster.servers
     gpus: dict[int, int] = {}
     for i, g, _, _ in parts:
         gpus[i] = gpus.get(i, 0) + g
     shares = [inst.server_share(g, servers[i]) for i, g in gpus.items()]
-    return view.sensitivity.lookup(sum(c for c, _ in shares), sum(m for _, m in shares))
+    c, m = sum(c for c, _ in shares), math.fsum(m for _, m in shares)
+    return min(w.lookup(c, m) for w in mats)
 
 
 #: ``tune-inorder`` was the name of the simulator's TUNE before it became ``tune``.
