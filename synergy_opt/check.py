@@ -86,7 +86,7 @@ def fair_share_floor(
     the job is larger than any single server it may use: then even PROPORTIONAL must spread
     it, so the penalty is part of its GPU-proportional baseline.
 
-    Under the instance's ``"server"`` rule (FORMATS.md section 1) the share is the sum of
+    Under the instance's ``"server"`` rule (docs/formats.md section 1) the share is the sum of
     g*C_s/G_s and g*M_s/G_s over the servers of ``parts``; without ``parts``, the smallest
     value over the servers the job may use.  Under ``"cluster"``, the cluster-wide share.
     Either way a job with per-type matrices is read in its slowest usable type's matrix.

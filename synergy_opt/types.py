@@ -25,7 +25,7 @@ from synergy_opt.errors import ValidationError as ValidationError
 MEM_EPS_GB: float = 1e-6
 #: Throughput comparisons (fair-share floor, reported values) use this absolute slack.
 THROUGHPUT_EPS: float = 1e-9
-#: How a job's GPU-proportional share is defined (FORMATS.md section 1): ``"server"``, the
+#: How a job's GPU-proportional share is defined (docs/formats.md section 1): ``"server"``, the
 #: share of the servers it runs on, g*C_s/G_s and g*M_s/G_s (what a GPU-proportional cluster
 #: hands out); ``"cluster"``, the cluster-wide g*C/G and g*M/G (the rule before issue 11).
 FAIR_SHARE_RULES: tuple[str, ...] = ("server", "cluster")
@@ -225,7 +225,7 @@ class Job:
     category: str | None = None
     split_penalty: float = 1.0
     gpu_types: tuple[str, ...] | None = None
-    #: W_j per GPU type, ``(type, matrix)`` pairs in file order (FORMATS.md section 1, GPU
+    #: W_j per GPU type, ``(type, matrix)`` pairs in file order (docs/formats.md section 1, GPU
     #: types): on a server of a listed type the job's throughput is looked up there;
     #: ``sensitivity`` stays the reference type's matrix and that of every type not listed.
     sensitivity_by_type: tuple[tuple[str, ThroughputMatrix], ...] | None = None
@@ -269,7 +269,7 @@ class Job:
     def matrix_on(self, gpu_types: Iterable[str | None]) -> ThroughputMatrix | None:
         """The one matrix that applies on servers of ``gpu_types``; ``None`` if they differ.
 
-        A job spanning several GPU types has no single matrix (FORMATS.md: a job runs on
+        A job spanning several GPU types has no single matrix (docs/formats.md: a job runs on
         one GPU type at a time); :func:`realised_throughput` then takes the slowest type.
         """
         found = {id(m): m for m in (self.matrix_for(t) for t in gpu_types)}
@@ -395,7 +395,7 @@ class RoundInstance:
         on: a type-agnostic GPU-proportional baseline may place it on any of them, so that
         minimum is what the baseline guarantees (docs/gpu-types.md).  Under the
         ``"server"`` rule on a mixed-shape cluster, the smallest over the servers the job
-        may use (FORMATS.md: the super-machine's relaxation); a placed job's floor is
+        may use (docs/formats.md: the super-machine's relaxation); a placed job's floor is
         :meth:`fair_share_throughput_on`.
         """
         if job.sensitivity_by_type is None:

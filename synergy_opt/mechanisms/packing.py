@@ -182,7 +182,7 @@ def type_views(inst: RoundInstance, job: Job) -> tuple[Job, ...]:
 
     A view is the job restricted to one type (``gpu_types=(t,)``) whose ``sensitivity`` is
     that type's matrix, so the heuristics' demand tables and look-ups need no other change
-    and the job runs on one GPU type (FORMATS.md section 1).  Types come in cluster order;
+    and the job runs on one GPU type (docs/formats.md section 1).  Types come in cluster order;
     a type whose GPUs cannot hold the job has no view.  A job without per-type matrices is
     its only view (single-type answers are unchanged).  When the cluster has untyped
     servers, or no single type can hold the job, a last view lets it span types with the
@@ -264,7 +264,7 @@ def order_views(
 def place_at_server_shares(
     state: ClusterState, inst: RoundInstance, job: Job, *, allow_spread: bool = True
 ) -> list[tuple[int, int, int, float]] | None:
-    """GPU-proportional placement under the per-server rule (FORMATS.md section 1).
+    """GPU-proportional placement under the per-server rule (docs/formats.md section 1).
 
     Each part gets its own server's share, g*C_s/G_s cores and g*M_s/G_s GB, so the job's
     GPUs alone decide where it goes: best fit (least free) over servers with enough free

@@ -3,7 +3,7 @@
 Each runnable job gets floor(g C / G) cores and g M / G GB; it is consolidated on the
 best-fitting server when its GPUs fit on one, else spread over the servers with the most
 free GPUs.  This is the throughput floor that TUNE and OPT must never go below.  Under an
-instance's per-server rule (``"fair_share": "server"``, FORMATS.md section 1) on a cluster
+instance's per-server rule (``"fair_share": "server"``, docs/formats.md section 1) on a cluster
 of several shapes, each part gets its own server's share, floor(g C_s / G_s) and g M_s / G_s,
 so only free GPUs decide where a job goes.
 """
