@@ -155,6 +155,7 @@ def _highs_matrix(
     threads: int | None,
     simplex: bool,
     node_limit: int | None = None,
+    start: np.ndarray | None = None,
 ) -> SolveResult:
     import highspy
 
@@ -176,6 +177,11 @@ def _highs_matrix(
         kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
         lp.integrality_ = [kint if b else kcont for b in mm.integer]
     h.passModel(lp)
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = np.asarray(start, dtype=np.float64)
+        sol.value_valid = True
+        h.setSolution(sol)
     if time_limit is not None:
         h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
     h.setOptionValue("mip_rel_gap", float(rel_gap))
@@ -222,6 +228,7 @@ def _ortools_matrix(
     rel_gap: float,
     threads: int | None,
     node_limit: int | None = None,
+    start: np.ndarray | None = None,
 ) -> SolveResult:
     from ortools.linear_solver import pywraplp
 
@@ -259,6 +266,8 @@ def _ortools_matrix(
         obj.SetMaximization()
     else:
         obj.SetMinimization()
+    if start is not None and mm.is_mip:
+        solver.SetHint(xs, [float(v) for v in start])
     if time_limit is not None:
         solver.SetTimeLimit(int(max(time_limit, 1e-3) * 1000))
     if threads is not None:
@@ -318,17 +327,20 @@ def solve_matrix(
     threads: int | None = None,
     vertex: bool = True,
     node_limit: int | None = None,
+    start: np.ndarray | None = None,
 ) -> SolveResult:
     """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex).
 
     ``node_limit`` caps branch-and-bound nodes: unlike a time limit it stops at the same
-    incumbent on every run, so callers that need deterministic output use it.
+    incumbent on every run, so callers that need deterministic output use it.  ``start``
+    (one value per column) is a MIP start: HiGHS keeps it as its first incumbent if it is
+    feasible, OR-Tools takes it as a hint; it never changes the optimum.
     """
     _check_backend(backend)
     if backend == "highs":
-        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex, node_limit)
+        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex, node_limit, start)
     else:
-        res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit)
+        res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
     log.debug(
         "%s %s: %s obj=%s bound=%s in %.3fs",
         mm.name,

@@ -22,7 +22,6 @@ from synergy_opt.generate import FAMILIES as FAMILY_NAMES
 from synergy_opt.io import allocation_to_dict, load_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.mechanisms import opt as opt_mod
-from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
@@ -234,20 +233,6 @@ def test_better_of_prefers_tune_when_higher() -> None:
     assert out.notes and "returned tune's allocation" in out.notes[0]
 
 
-def test_exact_fallback_without_solution(monkeypatch: pytest.MonkeyPatch) -> None:
-    def nothing(model: Any, backend: str, **kw: Any) -> SolveResult:
-        return SolveResult(TerminationStatus.TIME_LIMIT, None, None, None, 0.1, backend)
-
-    monkeypatch.setattr(opt_exact_mod, "solve_pyomo", nothing)
-    inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
-    alloc = run("opt-exact", inst, time_limit_s=1.0)
-    assert alloc.notes and "returned opt's allocation" in alloc.notes[0]
-    assert alloc.mechanism == "opt-exact"
-    assert alloc.upper_bound == approx(4.5)  # no joint bound: the super-machine's
-    assert alloc.total_throughput == approx(run("opt", inst).total_throughput)
-    assert check_allocation(inst, alloc, fair_share=True) == []
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_real_time_limit(backend: str) -> None:
     """A 32-GPU joint model cannot be proven optimal in 0.01 s: the note says so, output valid."""
@@ -258,16 +243,6 @@ def test_exact_real_time_limit(backend: str) -> None:
     assert any(k in alloc.notes[0] for k in ("time_limit", "not proven optimal", "fell back"))
     # The inner OPT run shares the 0.01 s limit, so only TUNE is a sure floor here.
     assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
-
-
-def test_exact_too_large_returns_opt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(opt_exact_mod, "EXACT_MAX_PAIRS", 1)
-    inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
-    alloc = run("opt-exact", inst)
-    assert alloc.mechanism == "opt-exact"
-    assert alloc.notes and "too large for the joint model" in alloc.notes[-1]
-    assert alloc.total_throughput == approx(run("opt", inst).total_throughput)
-    assert check_allocation(inst, alloc, fair_share=True) == []
 
 
 def test_heterogeneous_types_and_forced_spread() -> None:

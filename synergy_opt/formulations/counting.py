@@ -200,13 +200,34 @@ def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int,
 
 def slot_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
     """Slots (k, i) whose predecessor (k, i - 1) is the same variant (points and servers)."""
+    pts, srv = data["slot_points"], data["slot_servers"]
     return [
         (k, i)
         for k, i in data["slots"]
-        if i >= 1
-        and data["slot_points"][k, i] == data["slot_points"][k, i - 1]
-        and data["slot_servers"][k, i] == data["slot_servers"][k, i - 1]
+        if (k, i - 1) in pts and pts[k, i] == pts[k, i - 1] and srv[k, i] == srv[k, i - 1]
     ]
+
+
+def restrict_points(
+    data: dict[str, Any], keep: dict[int, set[tuple[int, float]]]
+) -> dict[str, Any]:
+    """The same model data with class k limited to the (cores, GB) points in ``keep[k]``.
+
+    Its optimum is a lower bound of the full model's (fewer columns, same rows); used to
+    find, fast, an allocation that reaches the super-machine bound when one exists.
+    """
+    out = dict(data)
+    out["x_index"] = tuple(
+        idx for idx in data["x_index"] if data["x_point"][idx][:2] in keep.get(idx[1], ())
+    )
+    slot_points = {
+        ki: tuple(p for p in pts if p[:2] in keep.get(ki[0], ()))
+        for ki, pts in data["slot_points"].items()
+    }
+    out["slots"] = tuple(ki for ki in data["slots"] if slot_points[ki])
+    out["slot_points"] = {ki: slot_points[ki] for ki in out["slots"]}
+    out["slot_servers"] = {ki: data["slot_servers"][ki] for ki in out["slots"]}
+    return out
 
 
 def sym_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:

@@ -21,6 +21,8 @@ Public API (stable; ``opt`` and ``opt-exact`` build on it):
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,12 +34,15 @@ from synergy_opt.formulations.counting import (
     _model_data,
     part_bounds,
     part_index,
+    restrict_points,
     slot_pairs,
     sym_pairs,
 )
 from synergy_opt.formulations.fast import MatrixModel, build_super_machine_fast
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
+
+log = logging.getLogger(__name__)
 
 #: ``opt-exact``'s target: a relative gap this small counts as proven optimal (issue 10).
 EXACT_REL_GAP: float = 1e-4
@@ -174,6 +179,7 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         rows.add(_name("cnt_spread_spans", (k, i)), terms, 0.0, inf)
     for idx in parts:
         rows.add(_name("cnt_part_has_gpu", idx), [(acol[idx], 1.0), (ucol[idx], -1.0)], 0.0, inf)
+
     for pos, (base, var) in enumerate(
         (
             ("cnt_gpus_only_on_used", acol),
@@ -258,6 +264,105 @@ def placements_from_values(
     return out
 
 
+def start_from_placements(
+    cm: CountingMatrix, placements: Mapping[str, Sequence[PlacementPart]]
+) -> np.ndarray | None:
+    """A MIP start from a known allocation; servers renamed into key order when the model
+    breaks server symmetry (``sym_server_order``), so the start stays feasible."""
+    x = _start_vector(cm, placements)
+    pairs = sym_pairs(dict(cm.data))
+    if x is None or not pairs:
+        return x
+    names = cm.data["server_names"]
+    key = dict.fromkeys(range(len(names)), 0.0)
+    for c, (var, idx) in enumerate(cm.columns):
+        if var == "x":
+            key[idx[0]] += float(cm.matrix.cost[c] * x[c])
+    rename: dict[str, str] = {}
+    for run in cm.data["server_classes"]:
+        ordered = sorted(run, key=lambda s: (-key[s], s))
+        rename.update({names[old]: names[new] for new, old in zip(run, ordered, strict=True)})
+    moved = {
+        jid: [
+            PlacementPart(rename.get(p.server, p.server), p.gpus, p.cpus, p.mem_gb) for p in parts
+        ]
+        for jid, parts in placements.items()
+    }
+    return _start_vector(cm, moved)
+
+
+def _start_vector(
+    cm: CountingMatrix, placements: Mapping[str, Sequence[PlacementPart]]
+) -> np.ndarray | None:
+    """A MIP start (one value per column) from a known allocation of the model's jobs.
+
+    Each whole job counts at the best useful point its cores and memory cover, each spread
+    job fills the next free slot whose servers hold its parts, cores and memory trimmed
+    part by part down to the chosen point.  ``None`` when the allocation is not a point of
+    the model (a job missing, below its floor, or on servers no slot allows): the solve then
+    simply starts without it.
+    """
+    data = cm.data
+    pos = {key: c for c, key in enumerate(cm.columns)}
+    x = np.zeros(len(cm.columns))
+    index = {name: s for s, name in enumerate(data["server_names"])}
+    cls = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
+    free = {ki: True for ki in data["slots"]}
+    x_at: dict[tuple[int, int], list[int]] = {}
+    for s, k, p in data["x_index"]:
+        x_at.setdefault((s, k), []).append(p)
+    for jid in data["job_ids"]:
+        parts = placements.get(jid)
+        if not parts:
+            return None
+        k = cls[jid]
+        servers = [index[pt.server] for pt in parts]
+        cores = sum(pt.cpus for pt in parts)
+        mem = math.fsum(pt.mem_gb for pt in parts)
+        if len(set(servers)) == 1:
+            s = servers[0]
+            fits = [
+                p
+                for p in x_at.get((s, k), [])
+                if data["x_point"][s, k, p][0] <= cores
+                and data["x_point"][s, k, p][1] <= mem + 1e-6
+            ]
+            if not fits:
+                return None
+            p = max(fits, key=lambda q: (data["x_point"][s, k, q][2], -q))
+            x[pos["x", (s, k, p)]] += 1
+            continue
+        slot = next(
+            (
+                ki
+                for ki in data["slots"]
+                if ki[0] == k and free[ki] and set(servers) <= set(data["slot_servers"][ki])
+            ),
+            None,
+        )
+        if slot is None:
+            return None
+        pts = data["slot_points"][slot]
+        fits = [q for q, (c, m, _) in enumerate(pts) if c <= cores and m <= mem + 1e-6]
+        if not fits:
+            return None
+        q = max(fits, key=lambda v: (pts[v][2], -v))
+        free[slot] = False
+        x[pos["y", (*slot, q)]] = 1.0
+        c_left, m_left = pts[q][0], pts[q][1]
+        for pt, s in zip(parts, servers, strict=True):
+            idx = (*slot, s)
+            cp = min(pt.cpus, c_left)
+            mp = min(pt.mem_gb, m_left)
+            c_left -= cp
+            m_left -= mp
+            x[pos["a", idx]] += pt.gpus
+            x[pos["u", idx]] = 1.0
+            x[pos["cp", idx]] += cp
+            x[pos["mp", idx]] += mp
+    return x
+
+
 @dataclass(frozen=True, slots=True)
 class CountingResult:
     """One counting-model solve: placements (job id -> parts), objective and proven bound.
@@ -318,16 +423,113 @@ def solve_counting(
     rel_gap: float = EXACT_REL_GAP,
     threads: int | None = None,
     symmetry: bool = False,
+    staged: bool = True,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
 ) -> CountingResult:
-    """Solve the counting MIP over ``jobs`` (every one must be scheduled) on the fast path."""
+    """Solve the counting MIP over ``jobs`` (every one must be scheduled) on the fast path.
+
+    ``staged`` first solves the super-machine (its optimum B bounds the counting optimum)
+    and then the counting model restricted to the grid points B's solution uses; that small
+    MIP often reaches B, which proves it optimal at once.  Otherwise its answer is the MIP
+    start of the full model, whose reported bound is min(its dual bound, B).
+    ``warm_start``: known allocations (job id -> parts) of these jobs, e.g. TUNE's and
+    ``opt``'s; the best one the model accepts is a start too.  Neither changes the optimum.
+    """
     import time
 
     t0 = time.perf_counter()
-    cm = build_counting_matrix(_model_data(inst, jobs, symmetry=symmetry))
+    clock = _Deadline(time_limit, t0)
+    data = _model_data(inst, jobs, symmetry=symmetry)
+    cm = build_counting_matrix(data)
+    starts = list(warm_start)
+    sm_bound: float | None = None
+    if staged and jobs:
+        sm_bound, keep = _super_machine_points(inst, jobs, data, solver, clock.left(), threads)
+        if keep is not None:
+            cm_r = build_counting_matrix(restrict_points(data, keep))
+            res_r = solve_matrix(
+                cm_r.matrix,
+                solver,
+                time_limit=clock.left(0.2),
+                rel_gap=rel_gap,
+                threads=threads,
+                start=_best_start(cm_r, starts),
+            )
+            if res_r.x is not None and sm_bound is not None:
+                found = _result(cm_r, res_r, time.perf_counter() - t0)
+                if sm_bound - (res_r.objective or 0.0) <= rel_gap * max(1.0, abs(sm_bound)):
+                    log.debug("counting: restricted model reaches the super-machine bound")
+                    return dataclasses.replace(
+                        found,
+                        status=TerminationStatus.OPTIMAL,
+                        dual_bound=sm_bound,
+                        mip_gap=(sm_bound - (res_r.objective or 0.0)) / max(1.0, sm_bound),
+                        runtime_s=time.perf_counter() - t0,
+                        columns=cm.matrix.num_cols,
+                        rows=cm.matrix.num_rows,
+                    )
+                starts.insert(0, found.placements)
     build_s = time.perf_counter() - t0
-    left = None if time_limit is None else max(time_limit - build_s, 1e-3)
-    res = solve_matrix(cm.matrix, solver, time_limit=left, rel_gap=rel_gap, threads=threads)
-    return _result(cm, res, build_s)
+    res = solve_matrix(
+        cm.matrix,
+        solver,
+        time_limit=clock.left(),
+        rel_gap=rel_gap,
+        threads=threads,
+        start=_best_start(cm, starts),
+    )
+    out = _result(cm, res, build_s)
+    if sm_bound is not None and (out.dual_bound is None or sm_bound < out.dual_bound):
+        out = dataclasses.replace(out, dual_bound=sm_bound)
+    return dataclasses.replace(out, runtime_s=time.perf_counter() - t0)
+
+
+class _Deadline:
+    """What is left of an optional time limit."""
+
+    def __init__(self, limit: float | None, t0: float) -> None:
+        self.limit, self.t0 = limit, t0
+
+    def left(self, share: float = 1.0) -> float | None:
+        import time
+
+        if self.limit is None:
+            return None
+        return max((self.limit - (time.perf_counter() - self.t0)) * share, 1e-3)
+
+
+def _best_start(
+    cm: CountingMatrix, starts: Sequence[Mapping[str, Sequence[PlacementPart]]]
+) -> np.ndarray | None:
+    best = None
+    for placements in starts:
+        cand = start_from_placements(cm, placements)
+        if cand is not None and (best is None or cm.matrix.cost @ cand > cm.matrix.cost @ best):
+            best = cand
+    return best
+
+
+def _super_machine_points(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    data: Mapping[str, Any],
+    solver: str,
+    time_limit: float | None,
+    threads: int | None,
+) -> tuple[float | None, dict[int, set[tuple[int, float]]] | None]:
+    """The super-machine optimum (a bound) and, per counting class, the points it uses."""
+    ksm = build_super_machine_fast(inst, jobs)
+    sm = solve_matrix(ksm.matrix, solver, time_limit=time_limit, threads=threads)
+    bound = sm.dual_bound if sm.status is TerminationStatus.OPTIMAL else None
+    if sm.x is None or sm.status is not TerminationStatus.OPTIMAL:
+        return bound, None
+    cls = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
+    keep: dict[int, set[tuple[int, float]]] = {k: set() for k in data["g"]}
+    for jc, picks in zip(ksm.classes, ksm.picks(sm.x), strict=True):
+        for (c, m, _), _n in picks:
+            for job in jc.members:
+                keep[cls[job.id]].add((c, m))
+    return bound, keep
 
 
 def counting_bound(
