@@ -53,7 +53,7 @@ def _floors(inst: RoundInstance, job: Job) -> tuple[float, float]:
 
     The fair-share throughput is the stricter of the round's and the checker's reading
     (they agree unless the job has per-type matrices); a job larger than every server it
-    may use must spread, so its floor is that value times its penalty (FORMATS.md).
+    may use must spread, so its floor is that value times its penalty (docs/formats.md).
     """
     fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
     biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
