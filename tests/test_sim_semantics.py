@@ -33,6 +33,7 @@ from synergy_opt.sim.semantics import (
     best_per_gpu_point,
     semantics_names,
 )
+from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Cluster, Job, RoundInstance, Server
 
 PAPER = paper_cluster()
@@ -127,6 +128,37 @@ def test_unknown_rules_and_semantics_are_named() -> None:
     with pytest.raises(KeyError, match="artifact, default"):
         get_semantics("paper")
     assert semantics_names() == ("artifact", "default")
+
+
+# --------------------------------------------------------------------------- progress
+
+#: res50 iterates in 0.78 s at its share: 384 whole iterations (299.52 s) fit in a round.
+RES50_ITER_S = 0.78
+
+
+def test_whole_iteration_progress_loses_each_rounds_fraction() -> None:
+    advance = ARTIFACT.progress_rule()
+    assert advance(1.0, 1.0, 300.0, RES50_ITER_S, 1e9) == pytest.approx(384 * RES50_ITER_S)
+    assert advance(2.94, 1.0, 300.0, 0.6, 1e9) == pytest.approx(1470 * 0.6)  # 300/(0.6/2.94)
+    assert advance(0.0, 1.0, 300.0, 0.6, 1e9) == 0.0
+    # Less than half an iteration left (a duration rounded to the millisecond): done.
+    assert advance(1.0, 1.0, 300.0, RES50_ITER_S, 0.3) == 0.3
+    assert DEFAULT.progress_rule()(1.0, 1.0, 300.0, RES50_ITER_S, 1e9) == 300.0
+
+
+@pytest.mark.parametrize(
+    "iterations, default_s, artifact_s",
+    # 768.2: a fifth of an iteration left after two rounds counts as done; 768.7 does not.
+    [(769, 600.0, 900.0), (768.2, 600.0, 600.0), (768.7, 600.0, 900.0), (384, 300.0, 300.0)],
+)
+def test_a_job_needs_rounds_for_its_whole_iterations(
+    iterations: float, default_s: float, artifact_s: float
+) -> None:
+    """769 iterations take 599.82 s at the share: 2 rounds of time, 3 of whole iterations."""
+    trace = [TraceJob("a", 0.0, 1, "res50", round(iterations * RES50_ITER_S, 3))]
+    for sem, finish in (("default", default_s), ("artifact", artifact_s)):
+        cfg = SimConfig(paper_cluster(), semantics=get_semantics(sem))
+        assert simulate(cfg, trace, "proportional", "fifo").jobs[0].finish_s == finish, sem
 
 
 # --------------------------------------------------------------------------- GPU-order placement

@@ -142,6 +142,8 @@ class _Engine:
         self.now = 0.0
         # Static policies (FIFO): the queue is kept sorted as jobs come and go.
         self.static = is_static(policy)
+        #: Work a round does (continuous, or whole iterations under the artifact's rules).
+        self.advance = config.semantics.progress_rule()
         self.sorted_keys: list[tuple[tuple[float, ...], int]] = []
         # When the GPU-filling prefix left GPUs idle last round (a mechanism that skips
         # jobs, like GREEDY), go straight to the full queue until a round fills every GPU.
@@ -203,6 +205,7 @@ class _Engine:
         cost = self.cfg.preemption_cost_s
         round_no = len(self.rounds)
         eps = 1.0 - WORK_REL_EPS
+        advance = self.advance
         for js, throughput, placement, dominant in plan.entries:
             run_s = r
             if cost > 0:
@@ -215,7 +218,7 @@ class _Engine:
                 js.start_s = t
             js.attained_gpu_s += js.gpus * r
             js.attained_dominant_s += r * dominant
-            js.done += throughput * run_s
+            js.done += advance(throughput, js.fair_tp, run_s, js.iter_s, js.work - js.done)
             if js.done >= js.work * eps:
                 js.done = js.work
                 self.queue.push(end, Priority.COMPLETION, JobCompleted(js.index))

@@ -26,7 +26,11 @@ rule's registry (never an if-chain elsewhere).  Two semantics are registered:
     - ``placement_order = "priority"``: runnable jobs are placed in the policy's order (its
       FIFO scheduler walks jobs by arrival), where the registered ``tune`` places the
       largest GPU demands first.  Only GPU-order placement reads this rule: a registered
-      mechanism keeps its own order.
+      mechanism keeps its own order;
+    - ``progress = "whole-iterations"``: a job advances by whole training iterations per
+      round, ``floor(round / (iteration time / speed-up))`` of them (its ``Job.allocate``),
+      so a round's fraction of an iteration is lost; the matrix model's progress is
+      continuous (throughput x seconds).
 
 Replacing one rule of ``artifact`` by the matrix model's (``dataclasses.replace``) is how the
 attribution table is computed (:func:`ablations`); replacing them all gives ``default``.
@@ -36,6 +40,7 @@ run) is not a rule: :func:`synergy_opt.mechanisms.packing.select_runnable` does 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
@@ -81,6 +86,9 @@ CpuCapSpeedup = Callable[[JobShape, int], float]
 MemCapSpeedup = Callable[[JobShape, int, float, float], float]
 Levels = Callable[[JobShape, DemandPoint], ThroughputMatrix]
 OrderKey = Callable[[int, int], tuple[int, ...]]
+#: (throughput, fair-share throughput, seconds run, iteration time at the share, work left)
+#: -> work done this round (work is in throughput-seconds, FORMATS.md section 5).
+Progress = Callable[[float, float, float, float, float], float]
 PlacementFactory = Callable[[str, MechanismOptions, OrderKey], Mechanism]
 
 _DEMAND_CAPS: dict[str, DemandCap] = {}
@@ -89,6 +97,7 @@ _MEM_CAP: dict[str, MemCapSpeedup] = {}
 _LEVELS: dict[str, Levels] = {}
 _PLACEMENTS: dict[str, PlacementFactory] = {}
 _ORDERS: dict[str, OrderKey] = {}
+_PROGRESS: dict[str, Progress] = {}
 
 #: Each rule's registry, by the :class:`Semantics` field that names it.
 RULE_REGISTRIES: Mapping[str, Mapping[str, object]] = {
@@ -98,6 +107,7 @@ RULE_REGISTRIES: Mapping[str, Mapping[str, object]] = {
     "speedup_levels": _LEVELS,
     "placement": _PLACEMENTS,
     "placement_order": _ORDERS,
+    "progress": _PROGRESS,
 }
 
 
@@ -214,6 +224,38 @@ def _by_priority(gpus: int, rank: int) -> tuple[int, ...]:
     return (rank,)
 
 
+# progress: how much work a round at some throughput does.
+
+
+@_rule(_PROGRESS, MATRIX)
+def _continuous(
+    throughput: float, fair_tp: float, run_s: float, iter_s: float, left: float
+) -> float:
+    """Throughput x seconds: work is continuous."""
+    return throughput * run_s
+
+
+#: A job is done when less than this fraction of one iteration is left (trace durations
+#: are whole iterations rounded to the millisecond).
+ITERATION_SNAP: float = 0.5
+
+
+@_rule(_PROGRESS, "whole-iterations")
+def _whole_iterations(
+    throughput: float, fair_tp: float, run_s: float, iter_s: float, left: float
+) -> float:
+    """floor(seconds / (iteration time / speed-up)) whole iterations (the artifact).
+
+    The iteration time at the share over the speed-up (split penalty included in
+    ``throughput``) is computed as that simulator does, so exact multiples floor alike.
+    """
+    if throughput <= 0:
+        return 0.0
+    per_iter = iter_s * fair_tp
+    step = math.floor(run_s / (iter_s / (throughput / fair_tp))) * per_iter
+    return left if left - step < ITERATION_SNAP * per_iter else step
+
+
 # placement: which mechanism a name means (the GPU-order ones live in sim.gpu_order).
 
 
@@ -245,6 +287,7 @@ class Semantics:
     speedup_levels: str = MATRIX
     placement: str = MATRIX
     placement_order: str = MATRIX
+    progress: str = MATRIX
 
     def __post_init__(self) -> None:
         for rule, registry in RULE_REGISTRIES.items():
@@ -261,6 +304,10 @@ class Semantics:
     def job_matrix(self, profile: ModelProfile, gpus: int, cluster: Cluster) -> ThroughputMatrix:
         """The matrix a ``gpus``-GPU job of ``profile`` has under these rules on ``cluster``."""
         return _job_matrix(self, profile, gpus, _cluster_key(cluster))
+
+    def progress_rule(self) -> Progress:
+        """The work a round does (the engine calls it once per scheduled job per round)."""
+        return _PROGRESS[self.progress]
 
     def make_mechanism(self, name: str, options: MechanismOptions | None = None) -> Mechanism:
         """The mechanism ``name`` under this semantics' placement rule."""
@@ -350,6 +397,7 @@ ARTIFACT = register_semantics(
         speedup_levels="best-or-share",
         placement="gpu-order",
         placement_order="priority",
+        progress="whole-iterations",
     )
 )
 

@@ -37,9 +37,12 @@ class JobState:
         "last_placement",
         "last_round",
         "rounds_run",
+        "iter_s",
     )
 
-    def __init__(self, index: int, trace: TraceJob, job: Job, fair_tp: float) -> None:
+    def __init__(
+        self, index: int, trace: TraceJob, job: Job, fair_tp: float, iter_s: float = 1.0
+    ) -> None:
         self.index = index
         self.trace = trace
         self.job = job
@@ -57,6 +60,9 @@ class JobState:
         self.last_placement: object = None
         self.last_round = -2
         self.rounds_run = 0
+        #: One training iteration at the GPU-proportional share, seconds (whole-iteration
+        #: progress; the model profile's ``iter_time_s_at_fair_share`` x ``time_scale``).
+        self.iter_s = iter_s
 
     @property
     def remaining_fair_s(self) -> float:
@@ -118,7 +124,8 @@ def prepare_jobs(
                 f"trace: job {tj.id}: model {tj.model} has no throughput at its GPU-proportional "
                 "share on this cluster, so its work (duration x fair-share throughput) is undefined"
             )
-        states.append(JobState(k, tj, job, fair_tp))
+        iter_s = profiles.get(tj.model).iter_time_s_at_fair_share * config.time_scale
+        states.append(JobState(k, tj, job, fair_tp, iter_s))
     if config.window is not None and config.window[1] > len(states):
         raise InputError(
             f"window: {config.window[0]}:{config.window[1]} needs {config.window[1]} jobs, "
