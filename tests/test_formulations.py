@@ -16,7 +16,7 @@ import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 
-from synergy_opt.formulations import fast, joint, placement, super_machine
+from synergy_opt.formulations import counting, counting_fast, fast, joint, placement, super_machine
 from synergy_opt.io import load_instance
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
@@ -82,6 +82,7 @@ def model_names(m: pyo.ConcreteModel) -> set[str]:
         ("super_machine", lambda i: super_machine.build_super_machine(i)),
         ("placement", lambda i: placement.build_placement(i, [(j, 1, 10.0) for j in i.jobs])),
         ("joint", lambda i: joint.build_joint(i)),
+        ("counting", lambda i: counting.build_counting(i)),
     ],
 )
 def test_component_names_match_markdown(md: str, build: Any) -> None:
@@ -101,7 +102,7 @@ def test_paper_names_present() -> None:
 
 def test_model_data_is_plain_and_deterministic() -> None:
     inst = two_job_round()
-    for mod in (super_machine, joint):
+    for mod in (super_machine, joint, counting):
         d1, d2 = mod._model_data(inst), mod._model_data(inst)
         assert d1 == d2
         assert "pyomo" not in repr(d1)
@@ -259,6 +260,32 @@ def test_property_joint_below_super_machine(inst: RoundInstance) -> None:
     ex = solve_pyomo(joint.build_joint(inst, run), "highs", time_limit=20)
     if ex.status is TerminationStatus.OPTIMAL and sm.status is TerminationStatus.OPTIMAL:
         assert optimal(ex) <= optimal(sm) + ABS_TOL
+
+
+def test_counting_md_names_every_component_of_a_spreading_round() -> None:
+    """A round with spread slots and identical servers builds every row family."""
+    from synergy_opt.generate import family_round
+
+    inst = family_round("multi-gpu", 32, seed=1)
+    m = counting.build_counting(inst, select_runnable(inst), symmetry=True)
+    assert model_names(m) == md_names("counting")
+    assert all(
+        len(getattr(m, name)) > 0
+        for name in md_names("counting")
+        if name != "eq1_weighted_throughput"
+    )
+
+
+@settings(max_examples=15)
+@given(inst=round_instances(max_jobs=4, max_servers=2, typed=True))
+def test_property_counting_equals_joint(inst: RoundInstance) -> None:
+    """The retired joint model stays as a cross-check: same optimum on tiny rounds."""
+    run = select_runnable(inst)
+    ex = solve_pyomo(joint.build_joint(inst, run), "highs", time_limit=20)
+    cnt = counting_fast.solve_counting(inst, run, staged=False, rel_gap=1e-9, time_limit=20)
+    assert (ex.status is TerminationStatus.OPTIMAL) == (cnt.status is TerminationStatus.OPTIMAL)
+    if ex.status is TerminationStatus.OPTIMAL:
+        assert cnt.objective == approx(optimal(ex))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

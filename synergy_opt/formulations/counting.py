@@ -238,10 +238,14 @@ def sym_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def build_counting(
-    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, relax: bool = False
+    inst: RoundInstance,
+    jobs: Sequence[Job] | None = None,
+    *,
+    relax: bool = False,
+    symmetry: bool = False,
 ) -> pyo.ConcreteModel:
     """The counting MIP over ``jobs``; ``relax`` makes every variable continuous."""
-    return build_from_data(_model_data(inst, jobs), relax=relax)
+    return build_from_data(_model_data(inst, jobs, symmetry=symmetry), relax=relax)
 
 
 def build_from_data(  # noqa: C901 - one rule per row family
