@@ -3,8 +3,9 @@
 The paper splits OPT into a super-machine LP and a placement LP and rounds in between, so
 its value is only a bound.  This model decides both at once, with whole GPUs per server,
 whole cores, the split penalty and the fair-share floor, so its optimum is the best
-deployable allocation of the given jobs: the true yardstick for TUNE and OPT.  It is meant
-for a few servers (its size grows with jobs x servers x grid points).
+deployable allocation of the given jobs.  Its size grows with jobs x servers x grid points, so
+``opt-exact`` solves the counting model (:mod:`.counting`, same optimum) instead; this model
+stays as the tests' cross-check on tiny rounds.
 
 Paper equations (1), (4) and (5) keep their names and meaning; (2) and (3) become per-server
 rows on the placed parts (``ext_cpu_capacity``, ``ext_mem_capacity``).  Every other row is an
