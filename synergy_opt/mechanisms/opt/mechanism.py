@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 #: The counting model's LP bound is computed on rounds of at most this many servers (128
 #: GPUs of 8-GPU servers): 0.1 s there, seconds at 512 GPUs of the multi-GPU mix.
 COUNTING_BOUND_MAX_SERVERS: int = 16
+#: The search ends once a plan is within this fraction of the split-aware super-machine
+#: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
+#: search per round at 128 GPUs.
+TARGET_GAP: float = 2e-3
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -300,7 +304,7 @@ class Opt:
         fragmented jobs), stopping at the first that reaches the super-machine optimum;
         below it, improve the best by exact re-decisions on server neighbourhoods."""
         inst = ctx.inst
-        target = ctx.optimum - 1e-9 * max(1.0, abs(ctx.optimum))
+        target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
         best: tuple[tuple[float, int], State] | None = None
         errors: list[str] = []
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
@@ -337,7 +341,7 @@ class Opt:
             return None, errors
         state = best[1]
         if state.total < target:
-            state = improve(ctx, state)
+            state = improve(ctx, state, target)
         parts = placements(ctx, state)
         if parts is None:  # pragma: no cover - every state is checked to deploy
             return None, [*errors, "best plan does not deploy (numerical trouble)"]

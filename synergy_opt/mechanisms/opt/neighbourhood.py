@@ -75,8 +75,9 @@ def total_of(ctx: RoundContext, plan: GpuPlan, points: dict[str, Point]) -> floa
     )
 
 
-def improve(ctx: RoundContext, state: State) -> State:
-    """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc)."""
+def improve(ctx: RoundContext, state: State, target: float) -> State:
+    """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc),
+    stopping once its total reaches ``target``."""
     n_s = len(ctx.inst.cluster.servers)
     tried: set[tuple[tuple[int, ...], float]] = set()
     for _ in range(LNS_PASSES):
@@ -97,11 +98,13 @@ def improve(ctx: RoundContext, state: State) -> State:
                 )
                 state = better
                 misses = 0
+                if state.total >= target:
+                    break
             else:
                 misses += 1
                 if misses >= LNS_PATIENCE:
                     break
-        if state.total <= start * (1 + LNS_MIN_GAIN) or state.total >= ctx.optimum - 1e-9:
+        if state.total <= start * (1 + LNS_MIN_GAIN) or state.total >= target:
             break
     return state
 
