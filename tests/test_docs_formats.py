@@ -49,3 +49,23 @@ def test_every_command_is_documented() -> None:
 def test_linked_pages_exist() -> None:
     for target in re.findall(r"\]\(([^)#]+\.md)\)", doc()):
         assert (DOC.parent / target).is_file(), target
+
+
+#: Where code, tests and docs may point readers: the repository's own pages, not the
+#: development tree's shared folder or the seed summary's numbering.
+FOREIGN_REFERENCES = re.compile(r"FORMATS\.md|[Ss]eed section \d")
+SCANNED = ("synergy_opt", "tests", "bench", "notebooks", "formulations", "docs")
+
+
+def test_no_reference_outside_the_repository() -> None:
+    hits = []
+    for folder in SCANNED:
+        for p in sorted((ROOT / folder).rglob("*")):
+            if p.suffix not in {".py", ".md", ".ipynb", ".toml"} or p == DOC:
+                continue
+            if p == ROOT / "tests" / "test_docs_formats.py":
+                continue  # this file names the patterns
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+                if FOREIGN_REFERENCES.search(line):  # case matters: docs/formats.md is ours
+                    hits.append(f"{p.relative_to(ROOT)}:{n}")
+    assert hits == []

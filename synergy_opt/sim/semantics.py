@@ -87,7 +87,7 @@ MemCapSpeedup = Callable[[JobShape, int, float, float], float]
 Levels = Callable[[JobShape, DemandPoint], ThroughputMatrix]
 OrderKey = Callable[[int, int], tuple[int, ...]]
 #: (throughput, fair-share throughput, seconds run, iteration time at the share, work left)
-#: -> work done this round (work is in throughput-seconds, FORMATS.md section 5).
+#: -> work done this round (work is in throughput-seconds, docs/formats.md section 5).
 Progress = Callable[[float, float, float, float, float], float]
 PlacementFactory = Callable[[str, MechanismOptions, OrderKey], Mechanism]
 
