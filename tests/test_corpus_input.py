@@ -280,6 +280,13 @@ CASES: list[Case] = [
         (r"i\.json: cluster\.servers\[1\]\.count: the cluster would have more than 100_000",),
     ),
     Case(
+        "generate-load-needs-too-many-jobs",
+        4,
+        {},
+        ["generate", "--servers", "90000", "--gpu-load", "900"],
+        (r"^--gpu-load: 900 x 720000 GPUs could take more than 1_000_000 jobs",),
+    ),
+    Case(
         "simulate-trace-duration-forever",
         4,
         {"t.csv": trace_rows("j0,0,1,gnmt,60", "j1,5,1,gnmt,3e307")},

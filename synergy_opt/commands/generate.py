@@ -25,6 +25,7 @@ from synergy_opt.generate import (
     parse_split,
 )
 from synergy_opt.io import instance_to_dict
+from synergy_opt.limits import JOBS
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.types import ValidationError
@@ -150,6 +151,12 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
     gpu_load = args.gpu_load if args.jobs is None else None
     if args.jobs is None and gpu_load is None:
         gpu_load = 1.0
+    if gpu_load is not None and gpu_load * args.servers * args.gpus_per_server > JOBS.high:
+        # Jobs are drawn until their GPUs reach the load: up to one job per GPU of it.
+        raise UsageError(
+            f"--gpu-load: {gpu_load:g} x {args.servers * args.gpus_per_server} GPUs could take "
+            f"more than {JOBS.high:_} jobs (limit {JOBS.name}, docs/limits.md)"
+        )
     try:
         return GenerateSpec(
             servers=args.servers,
