@@ -225,10 +225,12 @@ def test_counting_bound_brackets_the_optimum(family: str) -> None:
 # --------------------------------------------------------------------------- Pyomo = fast
 
 
-def _same_model(inst: RoundInstance, jobs: list[Job], symmetry: bool) -> tuple[float, float]:
+def _same_model(
+    inst: RoundInstance, jobs: list[Job], symmetry: bool, relax: bool = False
+) -> tuple[float, float]:
     data = counting._model_data(inst, jobs, symmetry=symmetry)
-    model = counting.build_from_data(data)
-    cm = counting_fast.build_counting_matrix(data)
+    model = counting.build_from_data(data, relax=relax)
+    cm = counting_fast.build_counting_matrix(data, relax=relax)
     mm, variables = pyomo_to_matrix(model)
     assert [(v.parent_component().local_name, v.index()) for v in variables] == [
         (name, idx if len(idx) > 1 else idx[0]) for name, idx in cm.columns
@@ -247,8 +249,11 @@ def _same_model(inst: RoundInstance, jobs: list[Job], symmetry: bool) -> tuple[f
 
 @pytest.mark.parametrize("path", all_instances(), ids=lambda p: p.stem)
 def test_pyomo_equals_fast_on_shipped(path: Any) -> None:
+    """Same MIP optimum up to 32 GPUs; at 128 GPUs the same LP relaxation (the MIPs are
+    compared on generated rounds; an unstaged 128-GPU multi-GPU MIP takes a minute)."""
     inst = load_instance(path)
-    ref, fast = _same_model(inst, select_runnable(inst), symmetry=False)
+    relax = inst.cluster.total_gpus > 32
+    ref, fast = _same_model(inst, select_runnable(inst), symmetry=False, relax=relax)
     assert fast == approx(ref)
 
 
