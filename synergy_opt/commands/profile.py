@@ -32,6 +32,7 @@ from synergy_opt.gpu_types import (
     type_speed,
 )
 from synergy_opt.io import matrix_from_dict, matrix_to_dict
+from synergy_opt.limits import GRID_MEM_GB
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.profiling import (
@@ -79,8 +80,11 @@ def _mem_list(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated numbers, got {text!r}"
         ) from None
-    if not vals or any(not (math.isfinite(v) and v > 0) for v in vals):
-        raise argparse.ArgumentTypeError(f"needs positive finite numbers, got {text!r}")
+    if not vals or any(not GRID_MEM_GB.contains(v) for v in vals):  # NaN fails too
+        raise argparse.ArgumentTypeError(
+            f"needs numbers in {GRID_MEM_GB.describe()[len('a number in ') :]} "
+            f"(limit {GRID_MEM_GB.name}, docs/limits.md), got {text!r}"
+        )
     if len(set(vals)) != len(vals):
         raise argparse.ArgumentTypeError(f"has a repeated value: {text!r}")
     return tuple(sorted(vals))
