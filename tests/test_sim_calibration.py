@@ -6,13 +6,13 @@ synergy-artifact/``, README beside them), 128 GPUs, FIFO:
 - single-GPU, 9 jobs/h, jobs 4000-4999: PROPORTIONAL 83.52 h, TUNE 22.37 h;
 - multi-GPU (1/2/4/8 GPUs), 4 jobs/h, jobs 2000-2999: PROPORTIONAL 20.38 h, TUNE 13.89 h.
 
-Under ``--semantics artifact`` (the paper simulator's rules) every run must land within 5%
-of those numbers.  Under ``default`` (the throughput-matrix model) single-GPU runs land
-within 1% of them, as they did before semantics existed; on the multi-GPU trace the matrix
-model's TUNE is slower than the artifact's (its best-fit, largest-first placement
-consolidates CPU-hungry multi-GPU jobs where the artifact spreads jobs in GPU-id order in
-arrival order; ``docs/artifact-semantics.md`` has the ablation), so that number is pinned
-to what the matrix model gives, within ``DEFAULT_PIN_REL_TOL``.  A missing trace fails.
+Under ``--semantics artifact`` (the paper simulator's rules, ``docs/artifact-semantics.md``)
+every run lands within 0.5% of those numbers (the issue asks for 5%).  Single-GPU runs land
+within 1% under both semantics, as they did before semantics existed.  On the multi-GPU
+trace the matrix model's TUNE (``default``) is slower than the artifact's: its best-fit,
+largest-first placement against the artifact's GPU-id-order placement in arrival order
+(the ablation is in the doc), so that number is pinned to what the matrix model gives,
+within ``DEFAULT_PIN_REL_TOL``.  A missing trace fails.
 """
 
 from __future__ import annotations
@@ -38,8 +38,13 @@ ARTIFACT_AVG_H = {
 }
 #: The issue's acceptance band for ``--semantics artifact``.
 ARTIFACT_REL_TOL = 0.05
-#: Single-GPU calibration of the matrix model, as it stood before semantics existed.
-SINGLE_GPU_REL_TOL = 0.01
+#: What the artifact's rules achieve (every number within 0.1% when introduced); tighter
+#: than the issue's band, so that losing a rule that matters here (placement, its order,
+#: whole-iteration progress) fails.
+REPRODUCTION_REL_TOL = 0.005
+#: The matrix model where it agrees with the artifact (single-GPU jobs, and PROPORTIONAL
+#: anywhere), as calibrated before semantics existed.
+DEFAULT_REL_TOL = 0.01
 #: What the matrix model gives for TUNE on the multi-GPU trace (14.94 h; measured when
 #: semantics were introduced) and how far it may move before this test calls it a change.
 DEFAULT_MULTI_TUNE_H = 14.94
@@ -61,35 +66,25 @@ def _avg_jct(trace: str, window: tuple[int, int], mechanism: str, semantics: str
 @pytest.mark.slow
 @pytest.mark.parametrize("trace", [SINGLE, MULTI], ids=["single-gpu", "multi-gpu"])
 @pytest.mark.parametrize("mechanism", ["proportional", "tune"])
-def test_artifact_semantics_land_within_five_percent(
+def test_artifact_semantics_reproduce_the_paper_simulator(
     trace: tuple[str, tuple[int, int]], mechanism: str
 ) -> None:
     got = _avg_jct(trace[0], trace[1], mechanism, "artifact")
-    assert got == pytest.approx(ARTIFACT_AVG_H[(trace[0], mechanism)], rel=ARTIFACT_REL_TOL)
+    assert got == pytest.approx(ARTIFACT_AVG_H[(trace[0], mechanism)], rel=REPRODUCTION_REL_TOL)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["proportional", "tune"])
 def test_default_semantics_single_gpu_calibration_unchanged(mechanism: str) -> None:
     got = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "default")
-    assert got == pytest.approx(ARTIFACT_AVG_H[(SINGLE[0], mechanism)], rel=SINGLE_GPU_REL_TOL)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("mechanism", ["proportional", "tune"])
-def test_semantics_agree_on_single_gpu_jobs(mechanism: str) -> None:
-    """The artifact's rules are multi-GPU rules plus placement: one GPU barely tells them apart."""
-    artifact = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "artifact")
-    default = _avg_jct(SINGLE[0], SINGLE[1], mechanism, "default")
-    assert artifact == pytest.approx(default, rel=SINGLE_GPU_REL_TOL)
+    assert got == pytest.approx(ARTIFACT_AVG_H[(SINGLE[0], mechanism)], rel=DEFAULT_REL_TOL)
 
 
 @pytest.mark.slow
 def test_default_semantics_multi_gpu_proportional_matches_the_artifact() -> None:
-    """With every job at its share, placement cannot change PROPORTIONAL's progress."""
+    """Every job at its share fits any placement: only whole-iteration progress differs."""
     got = _avg_jct(MULTI[0], MULTI[1], "proportional", "default")
-    assert got == pytest.approx(ARTIFACT_AVG_H[(MULTI[0], "proportional")], rel=ARTIFACT_REL_TOL)
-    assert got == pytest.approx(_avg_jct(MULTI[0], MULTI[1], "proportional", "artifact"))
+    assert got == pytest.approx(ARTIFACT_AVG_H[(MULTI[0], "proportional")], rel=DEFAULT_REL_TOL)
 
 
 @pytest.mark.slow
