@@ -450,3 +450,19 @@ def test_only_write_errors_are_blamed_on_standard_output(monkeypatch: pytest.Mon
     assert outputs.stdout_failure(OSError(errno.ENOSPC, "full", "data.json")) is None  # a file
     assert outputs.stdout_failure(TimeoutError(errno.ETIMEDOUT, "timed out")) is None
     assert outputs.stdout_failure(ConnectionRefusedError(errno.ECONNREFUSED, "refused")) is None
+
+
+def test_every_command_with_an_output_is_in_the_corpus() -> None:
+    """A new command that writes must join the corpus (and call ``preflight``)."""
+    from tests.test_cli_help import ALL
+
+    writing = {
+        name.removeprefix("synergy-opt ")
+        for name, parser in ALL
+        if any("-o" in a.option_strings for a in parser._actions)
+    }
+    covered = {
+        " ".join(c.argv[:2]) if c.argv[0] == "trace" else c.argv[0]
+        for c in [*UNWRITABLE.values(), *DATA_LOSS.values()]
+    }
+    assert writing and writing <= covered, sorted(writing - covered)
