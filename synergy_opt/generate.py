@@ -60,6 +60,9 @@ class GenerateSpec:
     gpu_types: tuple[tuple[str, int], ...] | None = None
     #: Multi-GPU jobs get Gavel's measured spread/consolidated ratio on the reference type.
     gavel_split_penalty: bool = False
+    #: The instance's ``fair_share`` rule (``"server"`` or ``"cluster"``); ``None`` writes
+    #: none, so the default applies.
+    fair_share_rule: str | None = None
 
     def __post_init__(self) -> None:
         if self.server_shapes is not None:
@@ -242,7 +245,7 @@ def generate_instance(spec: GenerateSpec, profiles: ProfileLibrary | None = None
     if spec.gpu_types is not None:
         shape += "-" + "-".join(f"{k}{t}" for t, k in spec.gpu_types)
     name = spec.name or f"gen-{shape}-{len(jobs)}jobs-seed{spec.seed}"
-    return RoundInstance(name, cluster, intern_matrices(jobs))
+    return RoundInstance(name, cluster, intern_matrices(jobs), spec.fair_share_rule)
 
 
 def mix_from_workload(workload: str) -> tuple[tuple[int, float], ...]:

@@ -543,3 +543,21 @@ def test_property_server_rule_floor_kept(inst: RoundInstance, penalties: bool) -
             continue
         alloc = make_mechanism(name).allocate(inst)
         assert check_allocation(inst, alloc, fair_share=True) == [], name
+
+
+def test_generate_writes_the_rule_and_the_server_rule_feeds_every_gpu(tmp_path: Path) -> None:
+    """The mixed-shapes family (24 cores per 8 GPUs, 32 per 8, 12 per 4): cluster-wide a
+    GPU's share is 3.25 cores, more than the 4-GPU servers' 3, so PROPORTIONAL strands GPUs
+    there; each server's own share feeds all 32 (measured: 24 -> 32 GPUs, 10.2 -> 18.2)."""
+    out = tmp_path / "mixed.json"
+    args = ["generate", "--family", "mixed-shapes", "--family-gpus", "32", "--fair-share"]
+    assert main([*args, "server", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["fair_share"] == "server"
+    server = load_instance(out)
+    cluster = RoundInstance(server.name, server.cluster, server.jobs, "cluster")
+    used = {}
+    for inst in (server, cluster):
+        alloc = make_mechanism("proportional").allocate(inst)
+        assert check_allocation(inst, alloc, fair_share=True) == []
+        used[inst.fair_share_mode] = sum(ja.gpus for ja in alloc.jobs)
+    assert used == {"server": 32, "cluster": 24}

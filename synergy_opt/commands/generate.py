@@ -28,7 +28,7 @@ from synergy_opt.io import instance_to_dict
 from synergy_opt.limits import JOBS
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
-from synergy_opt.types import ValidationError
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES, ValidationError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,6 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="multi-GPU jobs get a split penalty drawn from [LOW, HIGH] (steps of 0.01), "
         "e.g. 0.8:0.95, or 'gavel': Gavel's measured spread/consolidated ratio on the "
         "reference GPU type (docs/gpu-types.md); default none (1.0)",
+    )
+    p.add_argument(
+        "--fair-share",
+        choices=FAIR_SHARE_RULES,
+        default=None,
+        help="write the instance's fair-share rule: 'server' (each server's own "
+        "GPU-proportional share) or 'cluster' (cluster-wide); default: none written, "
+        f"so the default rule ({DEFAULT_FAIR_SHARE_RULE}) applies",
     )
     p.add_argument(
         "--gpu-types",
@@ -121,7 +129,9 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
             spec = family_spec(args.family, args.family_gpus, args.seed)
         except ValueError as e:
             raise UsageError(f"--family-gpus: {e}") from None
-        return spec if args.name is None else dataclasses.replace(spec, name=args.name)
+        if args.name is not None:
+            spec = dataclasses.replace(spec, name=args.name)
+        return dataclasses.replace(spec, fair_share_rule=args.fair_share)
     try:
         shapes = None if args.server_shapes is None else parse_server_shapes(args.server_shapes)
     except ValueError as e:
@@ -173,6 +183,7 @@ def spec_from_args(args: argparse.Namespace) -> GenerateSpec:
             split_penalty=penalty,
             gpu_types=gpu_types,
             gavel_split_penalty=gavel,
+            fair_share_rule=args.fair_share,
         )
     except ValidationError as e:
         raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem}") from None
