@@ -134,7 +134,12 @@ CASES: list[tuple[list[Any], Any, str, str]] = [
         "jobs[0].sensitivity.mem_gb[1]",
         "strictly ascending",
     ),
-    (["jobs", 0, "sensitivity", "mem_gb"], [0, 31.25], "jobs[0].sensitivity.mem_gb[0]", "in (0, 1e+11]"),
+    (
+        ["jobs", 0, "sensitivity", "mem_gb"],
+        [0, 31.25],
+        "jobs[0].sensitivity.mem_gb[0]",
+        "in (0, 1e+11]",
+    ),
     (
         ["jobs", 0, "sensitivity", "throughput"],
         [[0.3, 0.4], [0.9]],
@@ -261,3 +266,67 @@ def test_atomic_write_leaves_no_temporary(tmp_path: Path) -> None:
         write_json_atomic(target, {"a": float("nan")})  # refused before replacing
     assert json.loads(target.read_text()) == {"a": 2}
     assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+
+
+# --------------------------------------------------------------------------- limits and text
+
+
+def test_limit_refuses_what_python_would_coerce() -> None:
+    from synergy_opt.errors import ValidationError
+    from synergy_opt.limits import ARRIVAL_RATE, SERVER_GPUS, SPLIT_PENALTY
+
+    assert SERVER_GPUS.check(8) == 8 and isinstance(SERVER_GPUS.check(8.0), int)
+    for bad, words in [
+        (True, "a boolean"),
+        ("8", "the string '8'"),
+        (8.5, "got 8.5"),
+        (10**400, "(401 digits)"),  # compared as an int: no OverflowError
+        (float("inf"), "finite"),
+        (1025, "in [0, 1024]"),
+    ]:
+        with pytest.raises(ValidationError, match=None) as e:
+            SERVER_GPUS.check(bad)
+        assert words in str(e.value), (bad, str(e.value))
+    assert ARRIVAL_RATE.check(0) == 0.0 and ARRIVAL_RATE.check(0.001) == 0.001
+    with pytest.raises(ValidationError, match="0 or a number"):
+        ARRIVAL_RATE.check(1e-9)
+    with pytest.raises(ValidationError, match=r"\(0, 1\]"):
+        SPLIT_PENALTY.check(0)
+    assert SERVER_GPUS.parse(" 16 ") == 16
+    with pytest.raises(ValidationError, match="got '1e999'"):
+        SERVER_GPUS.parse("1e999")
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [
+        ('{"id": "\\ud83d\\ude00"}', True),  # a surrogate pair is one character: fine
+        ('{"id": "\\\\ud800"}', True),  # an escaped backslash, then plain letters
+        ('{"id": "x\\ud800"}', False),
+        ('{"id": ["a", {"k": "\\udfff"}]}', False),
+        ('{"\\ud800": 1}', False),  # keys too
+    ],
+)
+def test_lone_surrogates_refused_when_read(tmp_path: Path, text: str, ok: bool) -> None:
+    from synergy_opt.io import InputError, read_json
+
+    f = tmp_path / "s.json"
+    f.write_text(text, encoding="utf-8")
+    if ok:
+        read_json(f)
+    else:
+        with pytest.raises(InputError, match="lone UTF-16 surrogate"):
+            read_json(f)
+
+
+def test_json_depth_counts_only_brackets_outside_strings(tmp_path: Path) -> None:
+    from synergy_opt.io import InputError, read_json
+
+    f = tmp_path / "d.json"
+    f.write_text('{"a": "' + "[{" * 500 + '", "b": ' + "[" * 60 + "]" * 60 + "}")
+    assert len(json.dumps(read_json(f)["b"])) == 120  # 61 levels with the object: accepted
+    f.write_text("[" * 65 + "]" * 65)
+    with pytest.raises(InputError, match="nested deeper than 64 levels"):
+        read_json(f)
+    f.write_text("[" * 64 + "]" * 64)
+    read_json(f)
