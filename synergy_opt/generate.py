@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synergy_opt.errors import ValidationError
 from synergy_opt.gpu_types import (
     REFERENCE_GPU_TYPE,
     gavel_split_penalty,
@@ -26,7 +27,7 @@ from synergy_opt.gpu_types import (
     typed_matrices,
 )
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, shipped_profiles
-from synergy_opt.types import Cluster, Job, RoundInstance, Server, ValidationError, intern_matrices
+from synergy_opt.types import Cluster, Job, RoundInstance, Server, intern_matrices
 
 #: The paper's GPU-demand mix for multi-GPU workloads (seed: Philly-derived).
 MULTI_GPU_MIX: Mapping[int, float] = {1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05}

@@ -12,6 +12,7 @@ from synergy_opt.commands.common import (
     positive_float,
     positive_int,
 )
+from synergy_opt.errors import ValidationError
 from synergy_opt.generate import (
     FAMILIES,
     GenerateSpec,
@@ -28,7 +29,7 @@ from synergy_opt.io import instance_to_dict
 from synergy_opt.limits import JOBS
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
-from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES, ValidationError
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

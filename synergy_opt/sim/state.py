@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from synergy_opt.io import InputError
+from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.profiles import ProfileLibrary
 from synergy_opt.sim.config import SimConfig
 from synergy_opt.tracefile import TraceJob
-from synergy_opt.types import Job, RoundInstance, ThroughputMatrix, ValidationError
+from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
 
 
 class JobState:

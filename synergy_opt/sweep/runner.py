@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synergy_opt.io import InputError, dumps, write_json_atomic
+from synergy_opt.errors import InputError
+from synergy_opt.io import dumps, write_json_atomic
 from synergy_opt.outputs import OutputError
 from synergy_opt.sweep.cell import cell_record, simulate_cell, validate_cell
 from synergy_opt.sweep.spec import Cell, SweepSpec
