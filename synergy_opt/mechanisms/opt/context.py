@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from synergy_opt.formulations.fast import DemandClass, JobClass, MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
@@ -74,8 +76,10 @@ class RoundContext:
         rel_gap: float = DEFAULT_REL_GAP,
         vertex: bool = True,
         node_limit: int | None = None,
+        start: np.ndarray | None = None,
     ) -> SolveResult:
-        """Solve ``mm`` with the round's solver options and what is left of its time."""
+        """Solve ``mm`` with the round's solver options and what is left of its time
+        (``start``: a feasible solution the MIP starts from)."""
         return solve_matrix(
             mm,
             self.options.solver,
@@ -84,6 +88,7 @@ class RoundContext:
             rel_gap=rel_gap,
             vertex=vertex,
             node_limit=node_limit,
+            start=start,
         )
 
     def must_spread(self, job: Job) -> bool:
