@@ -13,7 +13,7 @@ simulation, a pure function returning its files' text), ``runner`` (atomic cell 
 resume, process pool or Dask), ``report`` (one CSV table and the standard plots).
 """
 
-from synergy_opt.sweep.cell import simulate_cell, validate_cell
+from synergy_opt.sweep.cell import simulate_cell, validate_cell, validate_spec
 from synergy_opt.sweep.report import (
     TIMING_COLUMNS,
     Point,
@@ -67,5 +67,6 @@ __all__ = [
     "table",
     "table_csv",
     "validate_cell",
+    "validate_spec",
     "write_report",
 ]

@@ -37,7 +37,7 @@ from typing import Any
 from synergy_opt.errors import InputError
 from synergy_opt.io import dumps, write_json_atomic
 from synergy_opt.outputs import OutputError
-from synergy_opt.sweep.cell import cell_record, simulate_cell, validate_cell
+from synergy_opt.sweep.cell import cell_record, simulate_cell, validate_spec
 from synergy_opt.sweep.spec import Cell, SweepSpec
 
 log = logging.getLogger(__name__)
@@ -374,12 +374,12 @@ def run_sweep(
     """Run ``spec``'s cross product into ``root`` (resuming whatever is already there).
 
     With ``validate`` (the default for simulations), every cell's options are checked
-    before any cell runs, so a bad value fails fast with one line naming it.
+    before any cell runs, so a bad value fails fast with one line naming the spec file and
+    the field (:func:`~synergy_opt.sweep.cell.validate_spec`).
     """
     cells = spec.cells()
     if validate:
-        for c in cells:
-            validate_cell(c)
+        validate_spec(spec)
     return run_cells(
         cells,
         root,
