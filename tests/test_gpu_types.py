@@ -349,7 +349,12 @@ def typed_rounds(draw: st.DrawFn) -> RoundInstance:
         speeds = {t: draw(st.sampled_from([0.15, 0.5, 0.9, 1.0, 1.4])) for t in present}
         by_type = tuple((t, derive_matrix(w, s)) for t, s in speeds.items() if t != "v100")
         pen = draw(st.sampled_from([1.0, 0.8]))
-        jobs.append(Job(f"j{k}", g, w, prof.name, prof.category, pen, None, by_type or None))
+        allowed = None
+        if draw(st.booleans()):  # a gpu_types restriction that still holds the job
+            allowed = tuple(draw(st.lists(st.sampled_from(present), min_size=1, unique=True)))
+            if sum(s.gpus for s in servers if s.gpu_type in allowed) < g:
+                allowed = None
+        jobs.append(Job(f"j{k}", g, w, prof.name, prof.category, pen, allowed, by_type or None))
     return RoundInstance("hyp-typed", cluster, tuple(jobs))
 
 
@@ -561,3 +566,24 @@ def test_generate_writes_the_rule_and_the_server_rule_feeds_every_gpu(tmp_path: 
         assert check_allocation(inst, alloc, fair_share=True) == []
         used[inst.fair_share_mode] = sum(ja.gpus for ja in alloc.jobs)
     assert used == {"server": 32, "cluster": 24}
+
+
+def test_untyped_servers_beside_typed_ones_get_a_spanning_view() -> None:
+    """A typed job on a cluster with an untyped server: one view per named type, plus one
+    that may span types, read in the pointwise slowest of the job's matrices."""
+    w = ThroughputMatrix.from_lists([1, 4], [10.0, 40.0], [[0.5, 1.0], [0.5, 1.0]])
+    slow = derive_matrix(w, 0.3)
+    cluster = Cluster((Server("u", 2, 8, 80.0), Server("k", 2, 8, 80.0, "k80")))
+    job = Job("j", 4, w, sensitivity_by_type=(("k80", slow),))
+    inst = RoundInstance("untyped-mix", cluster, (job,))
+    views = type_views(inst, job)
+    assert [v.gpu_types for v in views] == [None]  # no single type holds 4 GPUs
+    assert views[0].sensitivity.throughput == ((0.3, 0.3), (0.3, 0.3))  # min(w, slow)
+    assert inst.fair_share_throughput(job) == 0.3
+    for name in ("proportional", "tune", "type-aware"):
+        alloc = make_mechanism(name).allocate(inst)
+        assert [ja.id for ja in alloc.jobs] == ["j"], name
+        assert alloc.jobs[0].throughput == pytest.approx(0.3, abs=ABS_TOL), name
+        assert check_allocation(inst, alloc, fair_share=True) == [], name
+    two = RoundInstance("untyped-mix-2", cluster, (dataclasses.replace(job, gpus=2),))
+    assert [v.gpu_types for v in type_views(two, two.jobs[0])] == [("k80",), None]
