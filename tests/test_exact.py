@@ -413,3 +413,65 @@ def test_generate_cli_families_and_shapes(tmp_path: Any, capsys: Any) -> None:
         assert main(["generate", *bad]) == 2
         err = capsys.readouterr().err
         assert field in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- GPU types, rules
+
+
+def test_per_type_matrices_are_read_on_their_servers() -> None:
+    """One 1-GPU job runs twice as fast on "b" GPUs; brute force over both servers agrees."""
+    import dataclasses as dc
+
+    from synergy_opt.types import Cluster, Server, ThroughputMatrix
+
+    w = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[0.5, 0.6], [1.0, 1.2]])
+    fast_w = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[1.0, 1.2], [2.0, 2.4]])
+    cl = Cluster((Server("s0", 2, 6, 150.0, "a"), Server("s1", 1, 4, 100.0, "b")))
+    jobs = (
+        Job("x", 1, w, sensitivity_by_type=(("b", fast_w),)),
+        Job("y", 1, w),
+        Job("z", 1, w),
+    )
+    inst = RoundInstance("typed", cl, jobs)
+    data = counting._model_data(inst, select_runnable(inst))
+    assert data["exact"]
+    exact = run("opt-exact", inst)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    best = 0.0
+    for where in itertools.product(range(2), repeat=3):
+        for pts in itertools.product([(c, m) for c in w.cpus for m in w.mem_gb], repeat=3):
+            load = [[0, 0, 0.0], [0, 0, 0.0]]
+            for s, (c, m) in zip(where, pts, strict=True):
+                load[s][0] += 1
+                load[s][1] += c
+                load[s][2] += m
+            srv = cl.servers
+            if any(
+                load[s][0] > srv[s].gpus or load[s][1] > srv[s].cpus or load[s][2] > srv[s].mem_gb
+                for s in range(2)
+            ):
+                continue
+            vals = [
+                j.matrix_for(srv[s].gpu_type).lookup(c, m)
+                for j, s, (c, m) in zip(jobs, where, pts, strict=True)
+            ]
+            if all(
+                v >= inst.fair_share_throughput(j) - 1e-9 for j, v in zip(jobs, vals, strict=True)
+            ):
+                best = max(best, sum(vals))
+    assert exact.total_throughput == approx(best)
+    assert dc.replace(exact).upper_bound == approx(best)
+
+
+def test_server_rule_on_mixed_shapes_keeps_every_floor() -> None:
+    """Per-server shares: whole jobs keep their server's floor; spread floors are safe."""
+    import dataclasses as dc
+
+    inst = dc.replace(family_round("mixed-shapes", 32, seed=2), fair_share_rule="server")
+    assert inst.per_server_shares
+    exact = run("opt-exact", inst, time_limit_s=20)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    assert exact.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+    data = counting._model_data(inst, select_runnable(inst))
+    if not data["exact"]:
+        assert counting_fast.counting_bound(inst, select_runnable(inst)) is None

@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any
 
 from synergy_opt.check import fair_share_floor
 from synergy_opt.formulations.fast import class_key, useful_points
-from synergy_opt.types import MEM_EPS_GB, Job, RoundInstance, ThroughputMatrix
+from synergy_opt.types import (
+    MEM_EPS_GB,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+)
 
 if TYPE_CHECKING:  # Pyomo is imported only when a model is built: the fast path skips it
     import pyomo.environ as pyo
@@ -48,17 +55,43 @@ if TYPE_CHECKING:  # Pyomo is imported only when a model is built: the fast path
 Point = tuple[int, float, float]  # (cores, GB, credited throughput)
 
 
-def _floors(inst: RoundInstance, job: Job) -> tuple[float, float]:
-    """(whole-job floor, spread-job floor before the penalty), the checker's rule.
+def _whole_floor(inst: RoundInstance, job: Job, server: Server) -> float:
+    """The fair-share throughput a job must keep when it runs whole on ``server``.
 
-    The fair-share throughput is the stricter of the round's and the checker's reading
-    (they agree unless the job has per-type matrices); a job larger than every server it
-    may use must spread, so its floor is that value times its penalty (docs/formats.md).
+    The stricter of the round's and the checker's reading (they agree by construction; the
+    maximum keeps the model safe should one of them change): under the ``"server"`` rule on a
+    mixed-shape cluster it depends on the server, else it is the cluster-wide value.
     """
-    fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
+    part = (PlacementPart(server.name, job.gpus, 0, 0.0),)
+    return max(inst.fair_share_throughput_on(job, part), fair_share_floor(inst, job, part)[0])
+
+
+def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, bool]:
+    """(floor before the penalty, exact?) of a spread job.
+
+    Cluster-wide shares: the job's fair-share throughput, times its penalty when it must
+    spread (FORMATS.md).  Per-server shares depend on how the GPUs split; the floor then
+    taken is the best value the job's matrices reach at or below its largest possible share,
+    which no split exceeds: safe, but not exact (some spread allocations are left out).
+    """
     biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
-    forced = job.gpus > biggest
-    return fair, fair * job.split_penalty if forced else fair
+    pen = job.split_penalty if job.gpus > biggest else 1.0
+    if not inst.per_server_shares:
+        fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
+        return fair * pen, True
+    usable = [s for s in inst.cluster.servers if s.gpus > 0 and job.may_use(s)]
+    c_max = job.gpus * max(s.cpus / s.gpus for s in usable)
+    m_max = job.gpus * max(s.mem_gb / s.gpus for s in usable)
+    best = max(
+        (
+            w
+            for mat in inst.usable_matrices(job)
+            for c, m, w in mat.points()
+            if c <= c_max and m <= m_max
+        ),
+        default=0.0,
+    )
+    return best * pen, False
 
 
 def _min_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
@@ -112,11 +145,11 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     for k, js in enumerate(members):
         job = js[0]
         g[k], n[k] = job.gpus, len(js)
-        fair, required = _floors(inst, job)
         allowed = tuple(s for s, srv in enumerate(servers) if job.may_use(srv))
         for s in allowed:
             if G[s] < job.gpus:
                 continue
+            fair = _whole_floor(inst, job, servers[s])
             pts = useful_points(job.matrix_for(servers[s].gpu_type), fair)
             for p, (c, m, w) in enumerate(pts):
                 if c > C[s] or m > M[s] + MEM_EPS_GB:
@@ -131,6 +164,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
                 x_upper[s, k, p] = cap
         if job.gpus < 2 or len(allowed) < 2:
             continue
+        required, exact_floor = _spread_floor(inst, job)
         by_matrix: dict[int, tuple[ThroughputMatrix, list[int]]] = {}
         for s in allowed:
             w = job.matrix_for(servers[s].gpu_type)
@@ -144,6 +178,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
             pts = tuple((c, m, v * pen) for c, m, v in useful_points(w, required / pen))
             if not pts:
                 continue
+            exact = exact and exact_floor
             for _ in range(n[k]):
                 ki = (k, sum(1 for kk, _ in slots if kk == k))
                 slots.append(ki)

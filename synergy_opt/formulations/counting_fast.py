@@ -368,7 +368,9 @@ class CountingResult:
     """One counting-model solve: placements (job id -> parts), objective and proven bound.
 
     ``dual_bound`` is the solver's bound on the counting optimum (valid for any allocation
-    of the same jobs that keeps the floors); ``placements`` is empty without a solution.
+    of the same jobs that keeps the floors); None when the model is not exact (a job with
+    three or more distinct per-type matrices may spread: see ``_model_data``).
+    ``placements`` is empty without a solution.
     """
 
     status: TerminationStatus
@@ -403,7 +405,7 @@ def _result(cm: CountingMatrix, res: SolveResult, build_s: float) -> CountingRes
     return CountingResult(
         res.status,
         res.objective,
-        res.dual_bound,
+        res.dual_bound if cm.data["exact"] else None,
         res.mip_gap,
         res.runtime_s,
         build_s,
@@ -443,7 +445,9 @@ def solve_counting(
     cm = build_counting_matrix(data)
     starts = list(warm_start)
     sm_bound: float | None = None
-    if staged and jobs:
+    # The super-machine reads each job's reference matrix only: no bound for per-type jobs.
+    typed = any(j.sensitivity_by_type is not None for j in jobs)
+    if staged and jobs and data["exact"] and not typed:
         sm_bound, keep = _super_machine_points(inst, jobs, data, solver, clock.left(), threads)
         if keep is not None:
             cm_r = build_counting_matrix(restrict_points(data, keep))
@@ -479,7 +483,7 @@ def solve_counting(
         start=_best_start(cm, starts),
     )
     out = _result(cm, res, build_s)
-    if sm_bound is not None and (out.dual_bound is None or sm_bound < out.dual_bound):
+    if sm_bound is not None and out.dual_bound is not None and sm_bound < out.dual_bound:
         out = dataclasses.replace(out, dual_bound=sm_bound)
     return dataclasses.replace(out, runtime_s=time.perf_counter() - t0)
 
@@ -543,15 +547,22 @@ def counting_bound(
 
     Both bound every allocation of ``jobs`` that keeps each job's fair-share floor: the
     LP relaxes the exact model, and summing its per-server rows gives the super-machine.
+    The super-machine is left out for jobs with per-type matrices (it reads the reference
+    matrix only), and no bound comes back when the counting model is not exact.
     """
     bounds: list[float] = []
+    data = _model_data(inst, jobs)
+    if not data["exact"]:  # a spread variant under-credits some job: no bound from here
+        return None
     lp = solve_matrix(
-        build_counting_matrix(_model_data(inst, jobs), relax=True).matrix,
+        build_counting_matrix(data, relax=True).matrix,
         solver,
         time_limit=time_limit,
     )
     if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
         bounds.append(lp.dual_bound)
+    if any(j.sensitivity_by_type is not None for j in jobs):  # it reads reference matrices
+        return min(bounds) if bounds else None
     sm = solve_matrix(build_super_machine_fast(inst, jobs).matrix, solver, time_limit=time_limit)
     if sm.dual_bound is not None and sm.status in (
         TerminationStatus.OPTIMAL,

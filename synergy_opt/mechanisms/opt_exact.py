@@ -67,7 +67,11 @@ class OptExact:
             threads=self.options.threads,
             warm_start=starts,
         )
-        bounds = [b for b in (res.dual_bound, heuristic.upper_bound) if b is not None]
+        # opt's bound comes from the super-machine, which reads reference matrices only:
+        # taken only where no job has per-type matrices.
+        typed = any(j.sensitivity_by_type is not None for j in runnable)
+        theirs = None if typed else heuristic.upper_bound
+        bounds = [b for b in (res.dual_bound, theirs) if b is not None]
         upper = min(bounds) if bounds else None
         notes: list[str] = []
         if not res.proven:
