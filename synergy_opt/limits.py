@@ -230,6 +230,14 @@ CPUS_PER_GPU = Limit(
     "cpus_per_gpu", 0, 1024, low_open=True, unit="cores/GPU", why="sweep: CPU:GPU ratio"
 )
 SEED = Limit("seed", 0, 2**63 - 1, integer=True, why="random seed")
+SWEEP_CELLS = Limit(
+    "sweep_cells",
+    1,
+    100_000,
+    integer=True,
+    unit="cells",
+    why="simulations of one sweep spec (the product of its axes' lengths)",
+)
 # Solvers and execution.
 TIME_LIMIT_S = Limit(
     "time_limit_s", 0, 1e6, low_open=True, unit="s", why="solver time limit per round"

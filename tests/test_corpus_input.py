@@ -253,7 +253,28 @@ CASES: list[Case] = [
         ["compare", "--trace", "{d}/t.csv", "-o", "{d}/out", "--quiet"],
         (r"t\.csv: line 3: arrival_s: must be finite",),
     ),
+    Case(
+        "sweep-path-with-nul",
+        1,
+        {"s.toml": SPEC_HEAD + "[base]\ncluster = \"c\\u0000.json\"\n[axes]\nseed = [0]\n"},
+        ["sweep", "{d}/s.toml", "-o", "{d}/out", "--dry-run"],
+        (r"s\.toml: base\.cluster: contains a NUL character",),
+    ),
     # ---- kind 4: hangs ---------------------------------------------------------------
+    Case(
+        "sweep-axes-product-beyond-limit",
+        4,
+        {
+            "s.toml": SPEC_HEAD
+            + "[axes]\n"
+            + "".join(
+                f"{k} = [{', '.join(str(v + i) for i in range(60))}]\n"
+                for k, v in (("seed", 0), ("round_seconds", 100), ("jobs", 10))
+            )
+        },
+        ["sweep", "{d}/s.toml", "-o", "{d}/out", "--dry-run"],
+        (r"s\.toml: axes: 216_000 combinations, more than 100_000 \(limit sweep_cells",),
+    ),
     Case(
         "solve-server-count-beyond-limit",
         4,

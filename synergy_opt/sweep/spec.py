@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +53,7 @@ from synergy_opt.limits import (
     SERVER_MEM_GB,
     SERVERS,
     SPLIT_PERCENT,
+    SWEEP_CELLS,
     THREADS,
     TIME_LIMIT_S,
     TIME_SCALE,
@@ -141,6 +143,8 @@ def _solvers() -> tuple[str, ...]:
 def _string(v: Value) -> str:
     if not isinstance(v, str) or not v:
         raise ValueError(f"expected a non-empty string, got {v!r}")
+    if "\x00" in v:  # no file name or registry name holds one; open() would raise
+        raise ValueError(f"contains a NUL character: {v!r}")
     return v
 
 
@@ -447,6 +451,12 @@ def spec_from_dict(
         if len(set(conv)) != len(conv):
             raise SpecError(f"{source}: axes.{raw}: values repeat")
         axes.append((n, conv))
+    cells = math.prod(len(vals) for _, vals in axes)
+    if cells > SWEEP_CELLS.high:
+        raise SpecError(
+            f"{source}: axes: {cells:_} combinations, more than {SWEEP_CELLS.high:_} "
+            f"(limit {SWEEP_CELLS.name}, docs/limits.md)"
+        )
     names = set(base) | {n for n, _ in axes}
     if {"cpus_per_gpu", "cpus_per_server"} <= names:
         raise SpecError(f"{source}: cpus_per_gpu: give cpus_per_gpu or cpus_per_server, not both")
