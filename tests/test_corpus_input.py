@@ -256,7 +256,7 @@ CASES: list[Case] = [
     Case(
         "sweep-path-with-nul",
         1,
-        {"s.toml": SPEC_HEAD + "[base]\ncluster = \"c\\u0000.json\"\n[axes]\nseed = [0]\n"},
+        {"s.toml": SPEC_HEAD + '[base]\ncluster = "c\\u0000.json"\n[axes]\nseed = [0]\n'},
         ["sweep", "{d}/s.toml", "-o", "{d}/out", "--dry-run"],
         (r"s\.toml: base\.cluster: contains a NUL character",),
     ),
