@@ -93,6 +93,8 @@ def profiles_from_dict(data: Any) -> ProfileLibrary:
     """
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ValidationError("models", "expected an object of model profiles")
+    if not data["models"]:
+        raise ValidationError("models", "must hold at least one model profile")
     out = []
     for name, m in data["models"].items():
         path = f"models.{name}"

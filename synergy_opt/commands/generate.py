@@ -197,6 +197,11 @@ def run(args: argparse.Namespace) -> int:
         [("--profiles", args.profiles)],
         [] if args.output is None else [Output("-o", args.output, stdout=True)],
     )
-    inst = generate_instance(spec, load_profiles(args.profiles))
+    library = load_profiles(args.profiles)
+    try:
+        inst = generate_instance(spec, library)
+    except ValidationError as e:  # e.g. a --split category the profiles have no model of
+        source = args.profiles or "the shipped profiles"
+        raise UsageError(f"--{e.path.replace('_', '-')}: {e.problem} ({source})") from None
     emit_json(instance_to_dict(inst), args.output)
     return 0
