@@ -23,6 +23,7 @@ memory only) and a mechanism aware of both.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from synergy_opt.mechanisms.base import MechanismOptions, register
@@ -33,6 +34,7 @@ from synergy_opt.mechanisms.packing import (
     select_runnable,
     type_views,
 )
+from synergy_opt.mechanisms.tune import Tune
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
 
@@ -86,4 +88,51 @@ class TypeAware:
                         PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts
                     ]
                     break
+        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
+
+
+@register(
+    "tune-typed",
+    keeps_fair_share=True,
+    doc="TUNE on type-aware's GPU-type assignment: types, cores and memory",
+)
+class TuneTyped:
+    """Aware of both: TYPE-AWARE picks each job's GPU type, TUNE then sizes cores and memory.
+
+    Each job type-aware placed is restricted to that GPU type (``gpu_types``), and TUNE
+    allocates the restricted round: its placement, demands and reverts, within the types
+    chosen for the jobs' gain per GPU.  The restriction only raises a job's floor (the
+    slowest of one type instead of all usable types), so the original floor holds.  Without
+    per-type matrices there is nothing to choose and the answer is TUNE's.
+    """
+
+    name = "tune-typed"
+
+    def __init__(self, options: MechanismOptions | None = None) -> None:
+        self.options = options or MechanismOptions()
+        self._types = TypeAware(self.options)
+        self._tune = Tune(self.options)
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        """Choose types with TYPE-AWARE, then run TUNE on the typed round."""
+        t0 = time.perf_counter()
+        if all(j.sensitivity_by_type is None for j in inst.jobs):
+            alloc = self._tune.allocate(inst)
+            return dataclasses.replace(alloc, mechanism=self.name)
+        kind = {s.name: s.gpu_type for s in inst.cluster.servers}
+        chosen: dict[str, str] = {}
+        for ja in self._types.allocate(inst).jobs:
+            types = {kind[p.server] for p in ja.placement}
+            only = types.pop() if len(types) == 1 else None
+            if only is not None:
+                chosen[ja.id] = only
+        jobs = tuple(
+            dataclasses.replace(j, gpu_types=(chosen[j.id],))
+            if j.id in chosen and j.sensitivity_by_type is not None
+            else j
+            for j in inst.jobs
+        )
+        typed = RoundInstance(inst.name, inst.cluster, jobs, inst.fair_share_rule)
+        placed = self._tune.allocate(typed)
+        placements = {ja.id: list(ja.placement) for ja in placed.jobs}
         return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
