@@ -615,3 +615,18 @@ def test_untyped_servers_beside_typed_ones_get_a_spanning_view() -> None:
         assert check_allocation(inst, alloc, fair_share=True) == [], name
     two = RoundInstance("untyped-mix-2", cluster, (dataclasses.replace(job, gpus=2),))
     assert [v.gpu_types for v in type_views(two, two.jobs[0])] == [("k80",), None]
+
+
+def test_profile_of_a_command_uses_the_median_of_every_model() -> None:
+    """A profiled command names no model: its speeds are Gavel's medians over all 26."""
+    from synergy_opt.commands.profile import _typed_fields
+
+    raw = _gavel_raw()["models"]
+    ratios = [v["k80"]["consolidated"]["1"] / v["v100"]["consolidated"]["1"] for v in raw.values()]
+    w = ThroughputMatrix.from_lists([1, 2], [10.0], [[0.5], [1.0]])
+    out = _typed_fields(w, None, None, ("v100", "k80"))
+    speed = out["type_speeds"]["k80"]["speed"]
+    assert speed == round(statistics.median(ratios), 4)
+    assert "all 26" in out["type_speeds"]["k80"]["basis"]
+    # Ceiling 1.0 x 0.2469: below even the 1-core rate 0.5, so both rows are GPU-bound.
+    assert out["sensitivity_by_type"]["k80"]["throughput"] == [[speed], [speed]]
