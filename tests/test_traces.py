@@ -348,6 +348,37 @@ def test_philly_structural_errors(tmp_path: Path, text: str, message: str) -> No
     assert str(e.value).startswith(f"{p}: {message}")
 
 
+def _philly_job(jobid: str, submitted: str, start: str, end: str) -> dict[str, object]:
+    detail = [{"ip": "m1", "gpus": ["gpu0"]}]
+    attempt = {"start_time": start, "end_time": end, "detail": detail}
+    return {"jobid": jobid, "status": "Pass", "submitted_time": submitted, "attempts": [attempt]}
+
+
+def test_philly_times_outside_the_trace_limits(tmp_path: Path) -> None:
+    """A run of 7 years is a malformed row (countable); an arrival span of 80 years is not."""
+    p = tmp_path / "log.json"
+    day = "2017-10-01 00:"
+    ok = _philly_job("ok", day + "00:00", day + "10:00", day + "50:00")
+    long_run = _philly_job("long", "2010-01-01 00:00:00", "2010-01-01 00:00:00", day + "00:00")
+    p.write_text(json.dumps([ok, long_run], indent=1))
+    with pytest.raises(InputError) as e:
+        convert("philly", [str(p)])
+    # The second entry begins on line 21 of this indented dump; 2010-01 to 2017-10 is 7.75 y.
+    assert str(e.value).startswith(f"{p}: line 21: long.attempts: run 2.4")
+    assert "(limit duration_s)" in str(e.value)
+    conv = convert("philly", [str(p)], ConvertOptions(skip_bad=True))
+    assert [j.id for j in conv.jobs] == ["ok"]
+    assert dict(conv.report.skipped) == {"malformed (--skip-bad)": 1}
+    early = _philly_job("early", "1930-01-01 00:00:00", day + "00:00", day + "01:00")
+    p.write_text(json.dumps([ok, early], indent=1))
+    with pytest.raises(InputError) as e:
+        convert("philly", [str(p)])
+    # Sorted by arrival, "early" (1930) comes first, so "ok" (line 2) is 87 years later.
+    assert str(e.value).startswith(f"{p}: line 2: arrival_s: 2.76912e+09 s after the first")
+    assert "select a slice with --skip-jobs/--max-jobs" in str(e.value)
+    assert len(convert("philly", [str(p)], ConvertOptions(skip_jobs=1)).jobs) == 1
+
+
 # --------------------------------------------------------------------------- CLI
 
 

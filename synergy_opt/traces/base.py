@@ -230,8 +230,8 @@ def _within(job: TraceJob, name: str, value: float, limit: Limit, what: str) -> 
     """
     if not limit.contains(value):
         raise InputError(
-            f"{job.where('converted job ' + job.id)}: {name}: {value:g} s {what}, outside "
-            f"{limit.describe()} (limit {limit.name}, docs/limits.md); select a slice with "
+            f"{job.where('converted job ' + job.id)}: {name}: {value:g} s {what}, more than "
+            f"{limit.high:g} s (limit {limit.name}, docs/limits.md); select a slice with "
             "--skip-jobs/--max-jobs"
         )
 

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from synergy_opt.errors import InputError, ValidationError
-from synergy_opt.limits import ALIBABA_GPUS, ALIBABA_MIB, ALIBABA_MILLI
+from synergy_opt.limits import ALIBABA_GPUS, ALIBABA_MIB, ALIBABA_MILLI, SERVERS
 from synergy_opt.traces.base import (
     Tally,
     TraceRowError,
@@ -130,6 +130,11 @@ def nodes_to_cluster(
         notes.append(
             f"kept {len(sampled)} of {len(kept)} nodes "
             f"(--nodes-fraction {fraction:g}, stratified by configuration)"
+        )
+    if len(sampled) > SERVERS.high:
+        raise InputError(
+            f"{source}: {len(sampled):_} nodes, more than {SERVERS.high:_} servers (limit "
+            f"{SERVERS.name}, docs/limits.md); keep a share with --nodes-fraction"
         )
     try:
         cluster = Cluster(
