@@ -98,7 +98,9 @@ def fair_share_floor(
         fair_c = (job.gpus * c_total) // g_total
         fair_m = job.gpus * m_total / g_total
         # A type-agnostic baseline may put the job on any type it may use: the slowest counts.
-        usable = (t for t in biggest if job.gpu_types is None or t in job.gpu_types)
+        usable = (
+            t for t, g in biggest.items() if g > 0 and (job.gpu_types is None or t in job.gpu_types)
+        )
         fair_tp = _typed_lookup(job, usable, fair_c, fair_m)
     if job.gpu_types is None:
         most = max(biggest.values(), default=0)

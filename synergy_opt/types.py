@@ -424,7 +424,9 @@ class RoundInstance:
         """The distinct matrices of ``job`` on the GPU types of the servers it may use."""
         if job.sensitivity_by_type is None:
             return (job.sensitivity,)
-        types = dict.fromkeys(s.gpu_type for s in self.cluster.servers if job.may_use(s))
+        types = dict.fromkeys(
+            s.gpu_type for s in self.cluster.servers if s.gpus > 0 and job.may_use(s)
+        )
         return tuple({id(m): m for m in (job.matrix_for(t) for t in types)}.values())
 
     def job_by_id(self) -> dict[str, Job]:

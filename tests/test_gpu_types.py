@@ -630,3 +630,21 @@ def test_profile_of_a_command_uses_the_median_of_every_model() -> None:
     assert "all 26" in out["type_speeds"]["k80"]["basis"]
     # Ceiling 1.0 x 0.2469: below even the 1-core rate 0.5, so both rows are GPU-bound.
     assert out["sensitivity_by_type"]["k80"]["throughput"] == [[speed], [speed]]
+
+
+def test_gpu_less_nodes_are_no_gpu_type() -> None:
+    """A GPU-less untyped node (as in the Alibaba cluster) hosts no job: it adds no type to
+    the floor's minimum and no spanning view, even when every GPU is faster than the
+    reference (here speed 1.4: the job reads 1.4 at its fair share, not the reference 1.0)."""
+    w = ThroughputMatrix.from_lists([1, 4], [10.0, 40.0], [[0.5, 1.0], [0.5, 1.0]])
+    fast = derive_matrix(w, 1.4)
+    cluster = Cluster((Server("p", 4, 16, 160.0, "p100"), Server("cpu", 0, 32, 256.0)))
+    job = Job("j", 1, w, sensitivity_by_type=(("p100", fast),))
+    inst = RoundInstance("cpu-node", cluster, (job,))
+    assert [v.gpu_types for v in type_views(inst, job)] == [("p100",)]
+    assert inst.fair_share(job) == (12, 104.0)
+    assert inst.fair_share_throughput(job) == 1.4
+    for name in ("proportional", "tune", "type-aware", "tune-typed"):
+        alloc = make_mechanism(name).allocate(inst)
+        assert alloc.jobs[0].fair_share_throughput == 1.4, name
+        assert check_allocation(inst, alloc, fair_share=True) == [], name

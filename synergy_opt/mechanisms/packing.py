@@ -198,7 +198,8 @@ def _type_gpus(cluster: Cluster) -> tuple[tuple[str | None, int], ...]:
     """GPUs per GPU type, in cluster order of first appearance."""
     out: dict[str | None, int] = {}
     for s in cluster.servers:
-        out[s.gpu_type] = out.get(s.gpu_type, 0) + s.gpus
+        if s.gpus > 0:  # a GPU-less node hosts no part of any job
+            out[s.gpu_type] = out.get(s.gpu_type, 0) + s.gpus
     return tuple(out.items())
 
 
