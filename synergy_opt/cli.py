@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from synergy_opt.commands.common import UsageError
 from synergy_opt.errors import InputError, ValidationError
-from synergy_opt.limits import OPTION_LIMITS, check_options
+from synergy_opt.limits import OPTION_LIMITS, check_options, option_help
 from synergy_opt.outputs import flush_stdout, stdout_failure
 
 #: Sub-command modules, in the order ``--help`` lists them.
@@ -62,7 +62,7 @@ def _say_limits(parser: argparse.ArgumentParser) -> None:
             for child in dict.fromkeys(action.choices.values()):
                 _say_limits(child)
         elif action.option_strings and action.dest in OPTION_LIMITS:
-            bound = f"{OPTION_LIMITS[action.dest].describe()}; docs/limits.md"
+            bound = option_help(action.dest)
             action.help = f"{action.help} [{bound}]" if action.help else bound
 
 

@@ -326,6 +326,25 @@ OPTION_LIMITS: Mapping[str, Limit] = {
 }
 
 
+_HORIZON = (
+    f"and the longest job's duration x time scale / round seconds <= "
+    f"{ROUNDS_PER_JOB.high:,.0f} rounds"
+)
+#: Combined limits an option takes part in, said after its range in ``--help``.
+OPTION_NOTES: Mapping[str, str] = {
+    "time_scale": _HORIZON,
+    "round_seconds": _HORIZON,
+    "preemption_cost_s": "and below --round-seconds",
+    "gpu_load": f"and load x cluster GPUs <= {JOBS.high:,} jobs",
+}
+
+
+def option_help(name: str) -> str:
+    """The bound of option ``name`` as ``--help`` says it (range, combined limits, doc)."""
+    note = OPTION_NOTES.get(name)
+    return f"{OPTION_LIMITS[name].describe()}{' ' + note if note else ''}; docs/limits.md"
+
+
 def check_options(values: Mapping[str, object]) -> None:
     """ValidationError (path = the option's name) for the first option out of its limit.
 
