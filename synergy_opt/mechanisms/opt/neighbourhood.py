@@ -47,6 +47,9 @@ LNS_JOB_SERVERS: int = 8
 LNS_JOB_TRIES: int = 3
 #: Server-pair neighbourhoods tried per round on larger rounds (each one sub-MIP).
 LNS_TRIES: int = 6
+#: Neighbourhood MIPs above this many columns lose servers until they fit (measured: 300-500
+#: columns solve in 0.1-1.5 s, 700 columns of mixed server shapes took 8 s).
+LNS_MAX_COLUMNS: int = 600
 #: Passes over freshly chosen neighbourhoods while a pass still gains.
 LNS_PASSES: int = 3
 #: Stop after this many neighbourhoods in a row that do not improve the round.
@@ -55,6 +58,10 @@ LNS_PATIENCE: int = 3
 LNS_SLOTS_PER_CLASS: int = 2
 #: Branch-and-bound nodes per neighbourhood: a deterministic stop.
 LNS_NODES: int = 300
+#: Relative MIP gap of a neighbourhood, in thousandths (the MIP stops once its incumbent
+#: is this close to its bound: the last fraction of a neighbourhood's gain is not worth
+#: seconds of branching).
+LNS_REL_GAP: int = 1
 #: Minimal relative gain for accepting a neighbourhood's answer.
 LNS_MIN_GAIN: float = 1e-7
 
@@ -82,7 +89,8 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
     stopping once its total reaches ``target``."""
     n_s = len(ctx.inst.cluster.servers)
     tried: set[tuple[tuple[int, ...], float]] = set()
-    for _ in range(LNS_PASSES):
+    passes = 1 if n_s <= LNS_WHOLE_ROUND_SERVERS else LNS_PASSES  # whole round: one MIP
+    for _ in range(passes):
         start = state.total
         if n_s <= LNS_WHOLE_ROUND_SERVERS:
             hoods: list[tuple[int, ...]] = [tuple(range(n_s))]
@@ -90,9 +98,10 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
             hoods = _neighbourhoods(ctx, state)
         misses = 0
         for hood in hoods:
-            if (hood, round(state.total, 9)) in tried:
+            key = (tuple(sorted(hood)), round(state.total, 9))
+            if key in tried:
                 continue  # same servers, same answer so far: the sub-MIP would repeat
-            tried.add((hood, round(state.total, 9)))
+            tried.add(key)
             better = _solve_hood(ctx, state, hood)
             if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
                 log.info(
@@ -158,8 +167,8 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
                 break
             if s not in pick:
                 pick.append(s)
-        hood = tuple(sorted(pick))
-        if hood not in hoods:
+        hood = tuple(pick)
+        if sorted(hood) not in [sorted(h) for h in hoods]:
             hoods.append(hood)
     for i in range(LNS_TRIES):
         pick: list[int] = []
@@ -168,8 +177,8 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
                 pick.append(s)
             if len(pick) == LNS_SERVERS:
                 break
-        hood = tuple(sorted(pick))
-        if hood not in hoods:
+        hood = tuple(pick)
+        if sorted(hood) not in [sorted(h) for h in hoods]:
             hoods.append(hood)
     return hoods
 
@@ -339,6 +348,10 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
                     False,
                     ("m", k, (i, s)),
                 )
+    if len(cols) > LNS_MAX_COLUMNS and len(hood) > LNS_SERVERS:
+        # Too big to solve quickly (HiGHS's root alone takes seconds on 700 columns):
+        # drop the neighbourhood's last server (the one with least to spare) and retry.
+        return _solve_hood(ctx, state, hood[:-1])
     mm = matrix_model(cols, cost, upper, integer, lo, hi, names, maximize=True, name="lns_hood")
     # A start makes the small server-triple neighbourhoods of large rounds cheaper; on the
     # whole of a small round and on job-centred neighbourhoods HiGHS finds more from scratch
@@ -346,7 +359,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     # without a start, 28.77 with one; split-penalty 128 seed 1 57.24 against 56.75).
     warm = len(hood) <= LNS_SERVERS < len(servers)
     start = _start(state, all_parts, class_list, owner, index) if warm else None
-    res = ctx.solve(mm, rel_gap=1e-4, node_limit=LNS_NODES, start=start)
+    res = ctx.solve(mm, rel_gap=LNS_REL_GAP / 1000.0, node_limit=LNS_NODES, start=start)
     if res.x is None:
         log.debug("neighbourhood %s: sub-MIP ended %s", hood, res.status)
         return None
