@@ -544,3 +544,45 @@ def test_property_opt_within_one_percent_of_proven_optimum(family: str, seed: in
     assert {j.id for j in alloc.jobs} == {j.id for j in runnable}  # the optimum schedules all
     assert alloc.upper_bound is not None
     assert alloc.upper_bound >= exact.objective - ABS_TOL
+
+
+def test_neighbourhood_search_spreads_a_job_when_its_cores_beat_the_penalty() -> None:
+    """32-GPU split-penalty round (seed 0): every route keeps the penalised 6-GPU alexnet
+    job whole (13.94, TUNE's total); the whole-round neighbourhood MIP spreads it over three
+    servers for twice the cores, 1.75 x 0.92 > 1.0, reaching the proven optimum 14.55."""
+    from synergy_opt.generate import family_round
+    from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+
+    inst = family_round("split-penalty", 32, seed=0)
+    ctx = opt_mod.Opt().context(inst)
+    assert ctx is not None
+    plan = opt_mod.ROUTES["balanced"].plan(ctx)
+    points, _ = opt_mod.Opt.deploy_plan(ctx, plan)
+    state = State(plan, points, total_of(ctx, plan, points))
+    assert state.total == approx(13.94)
+    better = improve(ctx, state, ctx.optimum)
+    assert better.total == approx(14.55)
+    parts = placements(ctx, better)
+    assert parts is not None
+    alloc = build_allocation(inst, "opt", parts)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput == approx(better.total)
+    assert alloc.fragmented_jobs == 1
+
+
+def test_deploy_keeps_avoided_servers_free_when_it_can() -> None:
+    """A spread job spanning s0 and s1 draws its cores from s1 when asked to avoid s0."""
+    from synergy_opt.mechanisms.opt.transport import deploy
+
+    cl = Cluster((Server("s0", 8, 24, 500.0), Server("s1", 8, 24, 500.0)))
+    w = shipped_profiles().get("alexnet").matrix(2)
+    inst = RoundInstance("t", cl, (Job("a", 2, w),))
+    plan = {"a": ((0, 1), (1, 1))}
+    free = deploy(inst, plan, {"a": (20, 100.0, 1.0)}, avoid=frozenset({0}))
+    assert free is not None
+    assert [(p.server, p.cpus) for p in free["a"]] == [("s0", 0), ("s1", 20)]
+    # when s1 alone cannot feed it, the avoided server is used after all
+    both = deploy(inst, plan, {"a": (30, 100.0, 1.0)}, avoid=frozenset({0}))
+    assert both is not None and sum(p.cpus for p in both["a"]) == 30
+    kept = deploy(inst, plan, {"a": (20, 100.0, 1.0)}, avoid=frozenset({0}), keep=frozenset("a"))
+    assert kept is not None and sum(p.cpus for p in kept["a"]) == 20
