@@ -10,7 +10,7 @@ every GPU count.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -61,13 +61,22 @@ class ProfileLibrary:
 
     profiles: tuple[ModelProfile, ...]
     source: str = ""
+    # Name -> profile (first one wins): every trace row looks its model up, so a look-up
+    # must not scan the library (a million rows x thousands of user profiles).
+    _index: dict[str, ModelProfile] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, ModelProfile] = {}
+        for p in self.profiles:
+            index.setdefault(p.name, p)
+        object.__setattr__(self, "_index", index)
 
     def get(self, name: str) -> ModelProfile:
         """The profile called ``name``; ``KeyError`` lists the known names."""
-        for p in self.profiles:
-            if p.name == name:
-                return p
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(self.names())}")
+        p = self._index.get(name)
+        if p is None:
+            raise KeyError(f"unknown model {name!r}; known: {', '.join(self.names())}")
+        return p
 
     def names(self) -> tuple[str, ...]:
         """All model names in file order."""
@@ -82,7 +91,7 @@ class ProfileLibrary:
         )
 
     def __contains__(self, name: object) -> bool:
-        return any(p.name == name for p in self.profiles)
+        return isinstance(name, str) and name in self._index
 
 
 def profiles_from_dict(data: Any) -> ProfileLibrary:

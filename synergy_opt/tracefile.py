@@ -164,6 +164,9 @@ def check_trace(
     """
     kept = jobs[:max_jobs] if max_jobs is not None else jobs
     g_total = cluster.total_gpus
+    gpus_of_type: dict[str | None, int] = {}  # counted once: linear in jobs + servers
+    for s in cluster.servers:
+        gpus_of_type[s.gpu_type] = gpus_of_type.get(s.gpu_type, 0) + s.gpus
     seen: set[tuple[str, int]] = set()
     for j in kept:
         at = j.where(jobs_source)
@@ -172,7 +175,7 @@ def check_trace(
                 f"{at}: gpus: wants {j.gpus} GPUs, the cluster ({cluster_source}) has {g_total}"
             )
         if j.gpu_types is not None:
-            usable = sum(s.gpus for s in cluster.servers if s.gpu_type in j.gpu_types)
+            usable = sum(gpus_of_type.get(t, 0) for t in set(j.gpu_types))
             if j.gpus > usable:
                 raise InputError(
                     f"{at}: gpu_types: the cluster ({cluster_source}) has {usable} GPUs "

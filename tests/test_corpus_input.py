@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from synergy_opt.cli import main
-from synergy_opt.io import load_cluster
+from synergy_opt.io import load_cluster, load_instance
 from synergy_opt.limits import LIMITS, OPTION_LIMITS
 
 #: Seconds any case may take: a hang shows up as a failure, not a stuck suite.
@@ -557,6 +557,28 @@ def test_many_servers_parse_in_linear_time(tmp_path: Path) -> None:
     cluster = load_cluster(path)
     seconds = time.monotonic() - t0
     assert len(cluster.servers) == 50_000 and cluster.total_gpus == 400_000
+    assert seconds < 3.0, seconds
+
+
+def test_typed_jobs_validate_in_linear_time(tmp_path: Path) -> None:
+    """10,000 typed jobs on 10,000 servers (usable GPUs were summed per job: 10^8 steps)."""
+    servers = [
+        {"name": t, "count": 5_000, "gpus": 4, "cpus": 16, "mem_gb": 128.0, "gpu_type": t}
+        for t in ("T4", "A10")
+    ]
+    jobs = [
+        {"id": f"j{k}", "gpus": 1, "gpu_types": ["A10"] if k % 3 else ["T4", "A10"]}
+        for k in range(10_000)
+    ]
+    doc = instance()
+    doc["cluster"] = {"servers": servers}
+    doc["jobs"] = [{**j, "sensitivity": _matrix()} for j in jobs]
+    path = tmp_path / "typed.json"
+    path.write_text(js(doc), encoding="utf-8")
+    t0 = time.monotonic()
+    inst = load_instance(path)
+    seconds = time.monotonic() - t0
+    assert len(inst.jobs) == 10_000 and inst.cluster.total_gpus == 40_000
     assert seconds < 3.0, seconds
 
 
