@@ -178,6 +178,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         help="per-round solver time limit (opt)",
     )
     e.add_argument("--threads", type=positive_int, default=None, help="solver threads (opt)")
+    e.add_argument(
+        "--max-fragmented",
+        type=nonneg_int,
+        default=None,
+        metavar="K",
+        help="opt: spread at most K jobs over several servers per round (default and "
+        "ceiling: 3 per server); fewer spread jobs can cost throughput",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
 
@@ -331,7 +339,12 @@ def check_policy(name: str, option: str = "--policy") -> None:
 
 def mechanism_options(args: argparse.Namespace) -> MechanismOptions:
     """Solver options for mechanisms that use one."""
-    return MechanismOptions(solver=args.solver, time_limit_s=args.time_limit, threads=args.threads)
+    return MechanismOptions(
+        solver=args.solver,
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        max_fragmented=args.max_fragmented,
+    )
 
 
 class ProgressBar:
