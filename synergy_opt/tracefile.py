@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io as _io
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,13 @@ class TraceJob:
 
 
 def _num(text: str, col: str, where: str, limit: Limit) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    # Fast path for the common, valid field; anything else gets Limit.parse's exact words.
+    if v == v and limit.contains(v) and (not limit.integer or v.is_integer()):
+        return v
     try:
         return float(limit.parse(text))
     except ValidationError as e:
