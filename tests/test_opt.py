@@ -216,7 +216,8 @@ def test_no_deployable_answer_falls_back_without_a_foreign_bound() -> None:
 
     w = ThroughputMatrix.from_lists([5], [1.0], [[1.0]])
     cl = Cluster((Server("s0", 1, 1, 10.0), Server("s1", 1, 10, 10.0)))
-    inst = RoundInstance("starved", cl, (Job("a", 1, w), Job("b", 1, w)))
+    # Cluster-wide rule (the premise): per server, the 1-core server's share is its 1 core.
+    inst = RoundInstance("starved", cl, (Job("a", 1, w), Job("b", 1, w)), fair_share_rule="cluster")
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert len(alloc.jobs) == len(run("tune", inst).jobs) == 1
@@ -586,3 +587,22 @@ def test_deploy_keeps_avoided_servers_free_when_it_can() -> None:
     assert both is not None and sum(p.cpus for p in both["a"]) == 30
     kept = deploy(inst, plan, {"a": (20, 100.0, 1.0)}, avoid=frozenset({0}), keep=frozenset("a"))
     assert kept is not None and sum(p.cpus for p in kept["a"]) == 20
+
+
+def test_no_bound_claimed_with_per_type_matrices() -> None:
+    """With per-GPU-type matrices a job may realise more on a faster type than its
+    reference matrix says, so the super-machine is no bound: none is claimed."""
+    from synergy_opt.types import ThroughputMatrix
+
+    slow = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[1.0, 1.2], [1.3, 1.5]])
+    fast = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[2.0, 2.4], [2.6, 3.0]])
+    cl = Cluster((Server("a0", 2, 8, 200.0, "a100"), Server("v0", 2, 8, 200.0, "v100")))
+    jobs = tuple(
+        Job(f"j{i}", 1, slow, sensitivity_by_type=(("a100", fast),)) for i in range(4)
+    )
+    inst = RoundInstance("typed", cl, jobs)
+    alloc = run("opt", inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.upper_bound is None
+    assert len(alloc.jobs) == 4
+    assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL

@@ -217,6 +217,10 @@ class Opt:
             rel_gap=DEFAULT_REL_GAP,
         )
         upper = res.dual_bound
+        if any(j.sensitivity_by_type for j in runnable):
+            # The super-machine reads each job's reference matrix; on a faster GPU type a
+            # job may realise more, so its optimum is no bound there (its points still guide).
+            upper = None
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
             return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)

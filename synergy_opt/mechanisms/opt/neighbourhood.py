@@ -158,11 +158,13 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
         ),
         reverse=True,
     )
-    for gap, jid in short[:LNS_JOB_TRIES]:
+    for n, (gap, jid) in enumerate(short[:LNS_JOB_TRIES]):
         if gap <= 1e-9:
             break
         pick = [s for s, _ in state.plan[jid]]
-        for s in by_spare:
+        # Each job's neighbourhood starts further down the spare list, so they differ.
+        shift = (n * (LNS_JOB_SERVERS // 2)) % len(servers)
+        for s in by_spare[shift:] + by_spare[:shift]:
             if len(pick) >= max(LNS_JOB_SERVERS, len(pick)):
                 break
             if s not in pick:
