@@ -235,6 +235,9 @@ def _round_spans(
     """
     if not spreading:
         return {}
+    quick = _round_spans_greedy(spreading, free_g)
+    if quick is not None:
+        return quick
     g = nx.DiGraph()
     total = 0
     for job, allowed, got in spreading:
@@ -270,6 +273,51 @@ def _round_spans(
             free_g[s] -= k
         out[job.id] = tuple(sorted(per.items()))
     return out
+
+
+def _round_spans_greedy(
+    spreading: list[tuple[Job, tuple[int, ...], dict[int, float]]], free_g: list[int]
+) -> dict[str, tuple[tuple[int, int], ...]] | None:
+    """The same rounding greedily (``None`` if it strands GPUs; the flow then decides).
+
+    First one GPU on every server of each span (largest fraction first), then up to the
+    rounded-up fraction, then any allowed server with free GPUs (most free first).  This
+    answers almost every round without building a flow network (networkx's min-cost flow
+    took 0.4 s of a 512-GPU round).
+    """
+    free = list(free_g)
+    per_job: list[dict[int, int]] = []
+    for job, _, got in spreading:
+        per: dict[int, int] = {}
+        for s, _f in sorted(got.items(), key=lambda t: (-t[1], t[0])):
+            if len(per) < job.gpus and free[s] > 0:
+                per[s] = 1
+                free[s] -= 1
+        per_job.append(per)
+    for (job, allowed, got), per in zip(spreading, per_job, strict=True):
+        need = job.gpus - sum(per.values())
+        for s, f in sorted(got.items(), key=lambda t: (-t[1], t[0])):
+            room = max(int(math.ceil(f * job.gpus - FRACTION_EPS)) - per.get(s, 0), 0)
+            k = min(need, room, free[s])
+            if k > 0:
+                per[s] = per.get(s, 0) + k
+                free[s] -= k
+                need -= k
+        for s in sorted(allowed, key=lambda s: (-free[s], s)):
+            if need == 0:
+                break
+            k = min(need, free[s])
+            if k > 0:
+                per[s] = per.get(s, 0) + k
+                free[s] -= k
+                need -= k
+        if need:
+            return None
+    free_g[:] = free
+    return {
+        job.id: tuple(sorted(per.items()))
+        for (job, _, _), per in zip(spreading, per_job, strict=True)
+    }
 
 
 @route("hungry-spread", spreads=True)
