@@ -606,3 +606,17 @@ def test_no_bound_claimed_with_per_type_matrices() -> None:
     assert alloc.upper_bound is None
     assert len(alloc.jobs) == 4
     assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+
+
+def test_split_job_rounding_falls_back_to_a_flow_when_greedy_strands_gpus() -> None:
+    """Greedy gives job a its first GPUs on servers 0 and 1 (its LP fractions), leaving b
+    (server 0 only) one GPU short; the min-cost flow finds the whole-GPU rounding that
+    exists: b keeps server 0, a moves to servers 1 and 2."""
+    from synergy_opt.mechanisms.opt.routes import _round_spans, _round_spans_greedy
+
+    w = shipped_profiles().get("gnmt").matrix(2)
+    a, b = Job("a", 2, w), Job("b", 2, w)
+    spreading = [(a, (0, 1, 2), {0: 0.5, 1: 0.5}), (b, (0,), {0: 1.0})]
+    assert _round_spans_greedy(spreading, [2, 1, 1]) is None
+    got = _round_spans(spreading, [2, 1, 1])
+    assert got == {"a": ((1, 1), (2, 1)), "b": ((0, 2),)}
