@@ -28,7 +28,7 @@ from synergy_opt.mechanisms.opt.context import (
 )
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.routes import ROUTES
-from synergy_opt.mechanisms.opt.transport import deploy
+from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
@@ -49,6 +49,9 @@ COUNTING_BOUND_MAX_SERVERS: int = 16
 #: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
 #: search per round at 128 GPUs.
 TARGET_GAP: float = 2e-3
+#: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
+#: as they are: those that over-commit cores and memory least.
+REOPTIMISED_PLANS: int = 3
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -304,16 +307,31 @@ class Opt:
         )
 
     def _round(self, ctx: RoundContext, upper: float | None) -> tuple[Allocation | None, list[str]]:
-        """Try the routes in registry order and keep the best (throughput, then fewer
-        fragmented jobs), stopping at the first that reaches the super-machine optimum;
-        below it, improve the best by exact re-decisions on server neighbourhoods."""
+        """Route plans in registry order; the first whose super-machine points deploy and
+        reach the target ends the search.  Otherwise the :data:`REOPTIMISED_PLANS` plans
+        that over-commit least are re-optimised (a MIP each), the best (throughput, then
+        fewer fragmented jobs) kept, and improved by exact re-decisions on neighbourhoods."""
         inst = ctx.inst
         target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
         best: tuple[tuple[float, int], State] | None = None
         errors: list[str] = []
+        pending: list[tuple[float, int, str, GpuPlan]] = []
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
         seen: set[tuple[tuple[str, tuple[tuple[int, int], ...]], ...]] = set()
-        for r in ROUTES.values():
+
+        def keep(name: str, plan: GpuPlan, points: dict[str, Point]) -> State:
+            nonlocal best
+            state = State(plan, points, total_of(ctx, plan, points))
+            spread = sum(1 for parts in plan.values() if len(parts) > 1)
+            log.info(
+                "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, name, state.total, spread
+            )
+            rank = (round(state.total, 9), -spread)
+            if best is None or rank > best[0]:
+                best = (rank, state)
+            return state
+
+        for order, r in enumerate(ROUTES.values()):
             if r.spreads and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
@@ -327,20 +345,26 @@ class Opt:
                     raise RoundingError(
                         f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
                     )
-                points, _ = self.deploy_plan(ctx, plan)
             except RoundingError as e:
                 errors.append(f"{r.name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, r.name, e)
                 continue
-            state = State(plan, points, total_of(ctx, plan, points))
-            rank = (round(state.total, 9), -spread)
-            log.info(
-                "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, r.name, state.total, spread
-            )
-            if best is None or rank > best[0]:
-                best = (rank, state)
-            if best[1].total >= target:
-                break
+            points = self._direct_points(ctx, plan)
+            if points is not None:
+                if keep(r.name, plan, points).total >= target:
+                    break
+                continue
+            pending.append((overcommitment(ctx.inst, plan, ctx.points), order, r.name, plan))
+        if best is None or best[1].total < target:
+            for _, _, name, plan in sorted(pending, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]:
+                try:
+                    points, _ = reoptimise(ctx, plan)
+                except RoundingError as e:
+                    errors.append(f"{name}: {e}")
+                    log.info("opt on %s: %s: %s", inst.name, name, e)
+                    continue
+                if keep(name, plan, points).total >= target:
+                    break
         if best is None:
             return None, errors
         state = best[1]
@@ -354,17 +378,25 @@ class Opt:
         ), errors
 
     @staticmethod
-    def deploy_plan(
-        ctx: RoundContext, plan: GpuPlan
-    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
-        """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
+    def _direct_points(ctx: RoundContext, plan: GpuPlan) -> dict[str, Point] | None:
+        """The super-machine points if they deploy on ``plan`` as they are, else ``None``."""
         jobs = {j.id: j for j in ctx.runnable}
         penalised = any(  # spread where the super-machine kept it whole: points change
             len(parts) > 1 and jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids
             for jid, parts in plan.items()
         )
-        if not penalised and len(plan) == len(ctx.runnable):
-            points = {jid: ctx.points[jid] for jid in plan}
+        if penalised or len(plan) != len(ctx.runnable):
+            return None
+        points = {jid: ctx.points[jid] for jid in plan}
+        return points if deploy(ctx.inst, plan, points) is not None else None
+
+    @staticmethod
+    def deploy_plan(
+        ctx: RoundContext, plan: GpuPlan
+    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
+        """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
+        points = Opt._direct_points(ctx, plan)
+        if points is not None:
             parts = deploy(ctx.inst, plan, points)
             if parts is not None:
                 return points, parts

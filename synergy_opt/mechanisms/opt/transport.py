@@ -172,3 +172,27 @@ def _deploy(
             for s, g in parts
         ]
     return out
+
+
+def overcommitment(inst: RoundInstance, plan: GpuPlan, points: Mapping[str, Point]) -> float:
+    """How far ``plan`` over-commits cores and memory at ``points`` (0 when it fits well).
+
+    A cheap ranking, not a feasibility test: each job's point is split over its servers in
+    proportion to its GPUs there, and each server's excess is counted as a fraction of the
+    cluster's cores (memory alike).
+    """
+    servers = inst.cluster.servers
+    used_c = [0.0] * len(servers)
+    used_m = [0.0] * len(servers)
+    for jid, parts in plan.items():
+        c, m, _ = points[jid]
+        g = sum(k for _, k in parts)
+        for s, k in parts:
+            used_c[s] += c * k / g
+            used_m[s] += m * k / g
+    cl = inst.cluster
+    return sum(
+        max(used_c[s] - srv.cpus, 0.0) / max(cl.total_cpus, 1)
+        + max(used_m[s] - srv.mem_gb, 0.0) / max(cl.total_mem_gb, 1e-9)
+        for s, srv in enumerate(servers)
+    )
