@@ -200,7 +200,8 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: Any, **__: Any) -> Any:
         raise opt_mod.RoundingError("no whole-GPU placement for job x")
 
-    monkeypatch.setattr(opt_mod.Opt, "deploy_plan", fail)
+    monkeypatch.setattr(opt_mod.Opt, "_direct_points", staticmethod(lambda *_: None))
+    monkeypatch.setattr(opt_mod.mechanism, "reoptimise", fail)
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     alloc = run("opt", inst)
     assert alloc.notes and "no whole-GPU placement" in alloc.notes[0]
