@@ -598,9 +598,7 @@ def test_no_bound_claimed_with_per_type_matrices() -> None:
     slow = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[1.0, 1.2], [1.3, 1.5]])
     fast = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[2.0, 2.4], [2.6, 3.0]])
     cl = Cluster((Server("a0", 2, 8, 200.0, "a100"), Server("v0", 2, 8, 200.0, "v100")))
-    jobs = tuple(
-        Job(f"j{i}", 1, slow, sensitivity_by_type=(("a100", fast),)) for i in range(4)
-    )
+    jobs = tuple(Job(f"j{i}", 1, slow, sensitivity_by_type=(("a100", fast),)) for i in range(4))
     inst = RoundInstance("typed", cl, jobs)
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
