@@ -30,7 +30,7 @@ THROUGHPUT_EPS: float = 1e-9
 #: hands out); ``"cluster"``, the cluster-wide g*C/G and g*M/G (the rule before issue 11).
 FAIR_SHARE_RULES: tuple[str, ...] = ("server", "cluster")
 #: The rule of an instance that names none (top-level ``fair_share`` absent).
-DEFAULT_FAIR_SHARE_RULE: str = "cluster"
+DEFAULT_FAIR_SHARE_RULE: str = "server"
 
 
 def _is_int(x: object) -> bool:

@@ -149,7 +149,8 @@ def test_typed_jobs_only_on_their_gpu_types() -> None:
         Job("b", 2, lib.get("gnmt").matrix(2), "gnmt", gpu_types=("V100M16",)),
         Job("c", 1, lib.get("res18").matrix(1), "res18", gpu_types=("T4",)),
     )
-    inst = RoundInstance("typed", cluster, jobs)
+    # The cluster-wide rule is the premise (per server, the V100 server feeds 16 cores).
+    inst = RoundInstance("typed", cluster, jobs, fair_share_rule="cluster")
     proportional_cpus = 2 * cluster.total_cpus // cluster.total_gpus
     assert proportional_cpus == 33 > 32  # the premise of PROPORTIONAL's two waiting jobs
     allowed = {"a": {"v100"}, "b": {"v100"}, "c": {"t4"}}
@@ -183,7 +184,8 @@ def test_share_bigger_than_any_server_is_spread_not_starved() -> None:
     )
     lib = shipped_profiles()
     job = Job("big", 8, lib.get("gnmt").matrix(8), "gnmt", gpu_types=("G2",))
-    inst = RoundInstance("big-share", cluster, (job,))
+    # The cluster-wide rule is the premise: per server the job fits one G2 server.
+    inst = RoundInstance("big-share", cluster, (job,), fair_share_rule="cluster")
     assert inst.fair_share(job)[0] == 131
     for name in ("proportional", "greedy", "tune"):
         alloc = make_mechanism(name).allocate(inst)
@@ -208,7 +210,8 @@ def test_tune_fallback_spreads_a_job_no_allowed_server_can_feed() -> None:
     )
     lib = shipped_profiles()
     job = Job("img", 8, lib.get("alexnet").matrix(8), "alexnet", gpu_types=("G2",))
-    inst = RoundInstance("g2-only", cluster, (job,))
+    # The cluster-wide rule is the premise (its 72-core share is more than a G2 server has).
+    inst = RoundInstance("g2-only", cluster, (job,), fair_share_rule="cluster")
     alloc = make_mechanism("tune").allocate(inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
     (ja,) = alloc.jobs

@@ -51,7 +51,7 @@ from synergy_opt.sim.workload import (
     generate_workload,
 )
 from synergy_opt.tracefile import TraceJob, check_trace, read_trace
-from synergy_opt.types import Cluster
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES, Cluster
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         "multi-GPU rules (GPU-id-order placement, capped TUNE demands; "
         "docs/artifact-semantics.md)",
     )
+    e.add_argument(
+        "--fair-share",
+        choices=FAIR_SHARE_RULES,
+        default=None,
+        help="the GPU-proportional share rounds keep and jobs' work is measured in: "
+        f"server (each server's own cores and memory per GPU) or cluster (cluster-wide); "
+        f"default {DEFAULT_FAIR_SHARE_RULE} (docs/formats.md section 1)",
+    )
     e.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
     e.add_argument(
         "--time-limit",
@@ -249,6 +257,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         max_jobs=args.max_jobs,
         time_scale=args.time_scale,
         semantics=get_semantics(args.semantics),
+        fair_share_rule=args.fair_share,
     )
 
 

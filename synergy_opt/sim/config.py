@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from synergy_opt.sim.semantics import DEFAULT, Semantics
-from synergy_opt.types import Cluster, Server
+from synergy_opt.types import FAIR_SHARE_RULES, Cluster, Server
 
 
 def paper_cluster(
@@ -60,6 +60,10 @@ class SimConfig:
         How jobs' speed-ups and placement are modelled: the throughput-matrix model
         (``default``) or the paper simulator's rules (``artifact``); see
         :mod:`synergy_opt.sim.semantics`.
+    fair_share_rule
+        The rounds' GPU-proportional share (docs/formats.md section 1): ``"server"``, each
+        server's own g*C_s/G_s, or ``"cluster"``, the cluster-wide g*C/G; ``None`` is the
+        default rule (``"server"``).  It also fixes each job's work (:mod:`synergy_opt.sim.state`).
     """
 
     cluster: Cluster
@@ -73,6 +77,7 @@ class SimConfig:
     max_jobs: int | None = None
     time_scale: float = 1.0
     semantics: Semantics = DEFAULT
+    fair_share_rule: str | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_s) and self.round_s > 0):
@@ -87,6 +92,11 @@ class SimConfig:
             first, last = self.window
             if first < 0 or last <= first:
                 raise ValueError(f"window: expected 0 <= FIRST < LAST, got {first}:{last}")
+        if self.fair_share_rule is not None and self.fair_share_rule not in FAIR_SHARE_RULES:
+            raise ValueError(
+                f"fair_share_rule: expected one of {', '.join(FAIR_SHARE_RULES)}, "
+                f"got {self.fair_share_rule!r}"
+            )
         if self.max_jobs is not None and self.max_jobs < 1:
             raise ValueError(f"max_jobs: must be >= 1, got {self.max_jobs!r}")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):

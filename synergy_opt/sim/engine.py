@@ -298,7 +298,9 @@ class _Engine:
             if self.cfg.check_rounds:
                 self._check(jobs, self.last_plan.alloc)
             return self.last_plan
-        inst = RoundInstance("sim", self.cfg.cluster, tuple([js.job for js in jobs]))
+        inst = RoundInstance(
+            "sim", self.cfg.cluster, tuple([js.job for js in jobs]), self.cfg.fair_share_rule
+        )
         t0 = time.perf_counter()
         alloc = self.mech.allocate(inst)
         self._last_mech_s = time.perf_counter() - t0
@@ -339,7 +341,9 @@ class _Engine:
         self, jobs: list[JobState], alloc: Allocation, inst: RoundInstance | None = None
     ) -> None:
         if inst is None:
-            inst = RoundInstance("sim", self.cfg.cluster, tuple(js.job for js in jobs))
+            inst = RoundInstance(
+                "sim", self.cfg.cluster, tuple(js.job for js in jobs), self.cfg.fair_share_rule
+            )
         bad = check_allocation(inst, alloc)
         if bad:
             raise SimulationError(

@@ -31,6 +31,7 @@ import numpy as np
 from synergy_opt.io import dumps, write_text_atomic
 from synergy_opt.sim.engine import SimResult
 from synergy_opt.sim.events import JobRecord
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE
 
 SUMMARY_FORMAT = "synergy-sim-summary/1"
 #: The files one run writes into its folder; the two plots only when asked for.  Commands
@@ -123,6 +124,7 @@ def summarize(result: SimResult, seed: int | None = None) -> dict[str, Any]:
         # Extensions (optional fields, docs/formats.md allows adding them).
         "window": window,
         "semantics": cfg.semantics.name,
+        "fair_share": cfg.fair_share_rule or DEFAULT_FAIR_SHARE_RULE,
         "jobs_total": len(result.jobs),
         "jobs_measured_finished": len(done),
         "round_seconds": _r(r),

@@ -4,6 +4,24 @@ Each trace job becomes one immutable round-instance :class:`~synergy_opt.types.J
 once (its matrix is the model's per-GPU profile scaled by its GPU count) plus the few
 numbers that change from round to round: work done and service attained.  The policies
 read this state through :class:`synergy_opt.policies.JobView`.
+
+**Work.** A trace's ``duration_s`` is the job's run time at its GPU-proportional share
+(docs/formats.md section 5), so its work is ``duration_s x`` the job's fair-share throughput
+*before placement*: :meth:`RoundInstance.fair_share_throughput` under the config's rule.
+Under ``"cluster"`` (and on any cluster whose GPU servers all have the same cores and memory
+per GPU) that is W at the cluster-wide share; under ``"server"`` on a mixed cluster it is the
+smallest W over the per-server shares of the servers the job may use, the share the
+super-machine (5) pools.  It depends only on the job and the cluster (never on a round or a
+placement), so it is deterministic, and a GPU-proportional scheduler never needs longer than
+``duration_s`` for a job that fits one server: every server it may land on feeds at least
+that share.  A job with per-type matrices is read in its slowest usable type's matrix, as
+for the floor, so ``duration_s`` is its run time on the slowest GPU type it may use.
+
+**GPU types.** On a cluster whose servers name GPU types, each job gets per-type matrices
+derived from its own matrix (read as the reference type's) and the model's measured type
+speed (:func:`synergy_opt.gpu_types.derive_matrix`, docs/gpu-types.md) for every type with
+measured speeds (``k80``, ``p100``; ``v100`` is the reference); other type names are read in
+the reference matrix.
 """
 
 from __future__ import annotations
@@ -11,6 +29,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from synergy_opt.errors import InputError, ValidationError
+from synergy_opt.gpu_types import (
+    REFERENCE_GPU_TYPE,
+    derive_matrix,
+    shipped_gavel_table,
+    type_speed,
+)
 from synergy_opt.profiles import ProfileLibrary
 from synergy_opt.sim.config import SimConfig
 from synergy_opt.tracefile import TraceJob
@@ -92,6 +116,8 @@ def prepare_jobs(
         raise InputError("trace: no jobs to simulate")
     matrices: dict[tuple[str, int], ThroughputMatrix] = {}
     canonical: dict[ThroughputMatrix, ThroughputMatrix] = {}
+    types = cluster_gpu_types(config)
+    by_type: dict[tuple[str, int], TypedMatrices | None] = {}
     built: list[Job] = []
     for j in jobs:
         key = (j.model, j.gpus)
@@ -105,15 +131,28 @@ def prepare_jobs(
             # One object per distinct matrix (several models share identical ones), so the
             # mechanisms' per-matrix caches hit by identity instead of comparing values.
             m = matrices[key] = canonical.setdefault(m, m)
+            prof = profiles.get(j.model)
+            by_type[key] = _typed(m, prof.name, prof.category, types, canonical)
         category = j.category if j.category is not None else profiles.get(j.model).category
         try:
-            built.append(Job(j.id, j.gpus, m, j.model, category, j.split_penalty, j.gpu_types))
+            built.append(
+                Job(
+                    j.id,
+                    j.gpus,
+                    m,
+                    j.model,
+                    category,
+                    j.split_penalty,
+                    j.gpu_types,
+                    sensitivity_by_type=by_type[key],
+                )
+            )
         except ValidationError as e:
             raise InputError(f"trace: job {j.id}: {e}") from None
     try:
         # One validation of the whole population (ids, GPU demand vs cluster and GPU
         # types), so no round can fail later on a job that was never runnable.
-        whole = RoundInstance("trace", config.cluster, tuple(built))
+        whole = RoundInstance("trace", config.cluster, tuple(built), config.fair_share_rule)
     except ValidationError as e:
         raise InputError(f"trace: {e}") from None
     states: list[JobState] = []
@@ -132,3 +171,38 @@ def prepare_jobs(
             f"the trace has {len(states)}"
         )
     return states
+
+
+#: ``Job.sensitivity_by_type``: (GPU type, matrix) pairs.
+TypedMatrices = tuple[tuple[str, ThroughputMatrix], ...]
+
+
+def cluster_gpu_types(config: SimConfig) -> tuple[str, ...]:
+    """The GPU types of the cluster's GPU servers, in cluster order (empty: untyped)."""
+    return tuple(
+        dict.fromkeys(
+            s.gpu_type for s in config.cluster.servers if s.gpus > 0 and s.gpu_type is not None
+        )
+    )
+
+
+def _typed(
+    matrix: ThroughputMatrix,
+    model: str,
+    category: str,
+    types: Sequence[str],
+    canonical: dict[ThroughputMatrix, ThroughputMatrix],
+) -> TypedMatrices | None:
+    """Per-type matrices of a job whose reference-type matrix is ``matrix`` (``None``: none).
+
+    A type without measured speeds (not in Gavel's table, e.g. the Alibaba cluster's
+    ``G2`` or ``T4``) gets no matrix: the job is read there in its reference matrix, as
+    docs/formats.md section 1 says for any type a job does not list.
+    """
+    out = []
+    for t in types:
+        if t == REFERENCE_GPU_TYPE or t not in shipped_gavel_table().gpu_types:
+            continue
+        w = derive_matrix(matrix, type_speed(model, category, t).speed)
+        out.append((t, canonical.setdefault(w, w)))
+    return tuple(out) or None
