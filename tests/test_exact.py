@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -212,7 +213,9 @@ def test_memory_scarce_bound_is_tight() -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_counting_bound_brackets_the_optimum(family: str) -> None:
-    inst = family_round(family, 32, seed=1)
+    # The cluster-wide rule: under the per-server default the counting model's spread
+    # floors on mixed shapes are safe but inexact, so it proves nothing there (counting.md).
+    inst = dataclasses.replace(family_round(family, 32, seed=1), fair_share_rule="cluster")
     runnable = select_runnable(inst)
     res = counting_fast.solve_counting(inst, runnable, time_limit=30)
     assert res.proven, res
