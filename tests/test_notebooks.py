@@ -30,8 +30,13 @@ PUBLIC = {
 CELL_TIMEOUT_S = 600
 
 
-def test_the_three_notebooks_are_there() -> None:
-    assert {p.stem for p in NOTEBOOKS} >= {"round_gaps", "paper_reproduction", "cpu_gpu_ratio"}
+def test_the_notebooks_are_there() -> None:
+    assert {p.stem for p in NOTEBOOKS} >= {
+        "round_gaps",
+        "paper_reproduction",
+        "cpu_gpu_ratio",
+        "gpu_generations",
+    }
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
