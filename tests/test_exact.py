@@ -211,11 +211,12 @@ def test_memory_scarce_bound_is_tight() -> None:
     assert exact.total_throughput == approx(14.0)
 
 
+@pytest.mark.parametrize("rule", ["cluster", "server"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_counting_bound_brackets_the_optimum(family: str) -> None:
-    # The cluster-wide rule: under the per-server default the counting model's spread
-    # floors on mixed shapes are safe but inexact, so it proves nothing there (counting.md).
-    inst = dataclasses.replace(family_round(family, 32, seed=1), fair_share_rule="cluster")
+def test_counting_bound_brackets_the_optimum(family: str, rule: str) -> None:
+    """Under either fair-share rule (per-server shares make spread floors depend on the
+    split: the relaxation's bound, the restriction's allocation; counting.md)."""
+    inst = dataclasses.replace(family_round(family, 32, seed=1), fair_share_rule=rule)
     runnable = select_runnable(inst)
     res = counting_fast.solve_counting(inst, runnable, time_limit=30)
     assert res.proven, res
@@ -467,14 +468,20 @@ def test_per_type_matrices_are_read_on_their_servers() -> None:
 
 
 def test_server_rule_on_mixed_shapes_keeps_every_floor() -> None:
-    """Per-server shares: whole jobs keep their server's floor; spread floors are safe."""
+    """Per-server shares: whole jobs keep their server's floor, spread jobs the floor of
+    their split (the checker's); the relaxation's bound covers the answer."""
     import dataclasses as dc
 
     inst = dc.replace(family_round("mixed-shapes", 32, seed=2), fair_share_rule="server")
     assert inst.per_server_shares
+    runnable = select_runnable(inst)
+    high = counting._model_data(inst, runnable)
+    low = counting._model_data(inst, runnable, spread_floor="low")
+    assert high["floor_gap"] and high["feasible"] and not high["bound_valid"]
+    assert low["bound_valid"] and not low["feasible"]
     exact = run("opt-exact", inst, time_limit_s=20)
     assert check_allocation(inst, exact, fair_share=True) == []
+    assert exact.notes == ()
     assert exact.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
-    data = counting._model_data(inst, select_runnable(inst))
-    if not data["exact"]:
-        assert counting_fast.counting_bound(inst, select_runnable(inst)) is None
+    bound = counting_fast.counting_bound(inst, runnable)
+    assert bound is not None and bound >= exact.total_throughput - ABS_TOL

@@ -66,32 +66,33 @@ def _whole_floor(inst: RoundInstance, job: Job, server: Server) -> float:
     return max(inst.fair_share_throughput_on(job, part), fair_share_floor(inst, job, part)[0])
 
 
-def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, bool]:
-    """(floor before the penalty, exact?) of a spread job.
+def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
+    """(lowest, highest) floor a spread job may face, its forced-spread penalty included.
 
-    Cluster-wide shares: the job's fair-share throughput, times its penalty when it must
-    spread (FORMATS.md).  Per-server shares depend on how the GPUs split; the floor then
-    taken is the best value the job's matrices reach at or below its largest possible share,
-    which no split exceeds: safe, but not exact (some spread allocations are left out).
+    Cluster-wide shares: both are the job's fair-share throughput (times its penalty when it
+    must spread; FORMATS.md).  Per-server shares depend on how its GPUs split over servers of
+    different shapes: between g * min floor(C_s/G_s) and g * max C_s/G_s cores, and
+    g * min M_s/G_s and g * max M_s/G_s GB.  Over that box the floor look-up takes every
+    value of an index rectangle of each usable matrix: its minimum no split goes below (the
+    relaxation), its maximum no split exceeds (the restriction).
     """
     biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
     pen = job.split_penalty if job.gpus > biggest else 1.0
     if not inst.per_server_shares:
         fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
-        return fair * pen, True
+        return fair * pen, fair * pen
     usable = [s for s in inst.cluster.servers if s.gpus > 0 and job.may_use(s)]
-    c_max = job.gpus * max(s.cpus / s.gpus for s in usable)
-    m_max = job.gpus * max(s.mem_gb / s.gpus for s in usable)
-    best = max(
-        (
-            w
-            for mat in inst.usable_matrices(job)
-            for c, m, w in mat.points()
-            if c <= c_max and m <= m_max
-        ),
-        default=0.0,
-    )
-    return best * pen, False
+    g = job.gpus
+    c_lo = g * min(s.cpus // s.gpus for s in usable)
+    c_hi = (g * max(s.cpus for s in usable)) // min(s.gpus for s in usable)
+    m_lo = g * min(s.mem_gb / s.gpus for s in usable)
+    m_hi = g * max(s.mem_gb / s.gpus for s in usable)
+    values = []
+    for mat in inst.usable_matrices(job):
+        cs = [c for c in mat.cpus if c_lo < c <= c_hi]
+        ms = [m for m in mat.mem_gb if m_lo + MEM_EPS_GB < m <= m_hi + MEM_EPS_GB]
+        values += [mat.lookup(c, m) for c in [c_lo, *cs] for m in [m_lo, *ms]]
+    return min(values) * pen, max(values) * pen
 
 
 def _min_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
@@ -108,7 +109,11 @@ def _class_key(job: Job) -> tuple[object, ...]:
 
 
 def _model_data(  # noqa: C901 - one pass over classes, servers and spread variants
-    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, symmetry: bool = False
+    inst: RoundInstance,
+    jobs: Sequence[Job] | None = None,
+    *,
+    symmetry: bool = False,
+    spread_floor: str = "high",
 ) -> dict[str, Any]:
     """Plain data of the counting model over ``jobs`` (default: every job of the round).
 
@@ -121,8 +126,14 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     A job with per-GPU-type matrices gets, on each server, the points of that server's
     type; its spread slots come per GPU type (servers of that type, its matrix) and, where
     it may use several types, one more variant over all of them at the slowest type's
-    value.  ``exact`` is False when that last variant under-credits a job (three or more
-    distinct matrices), the only case in which the optimum is not the true one.
+    value; that variant under-credits a job with three or more distinct matrices.
+
+    Under per-server fair shares a spread job's floor depends on its GPU split
+    (:func:`_spread_floor`): ``spread_floor="high"`` keeps every slot point above the
+    highest floor it may face (a restriction: every solution keeps every floor),
+    ``"low"`` above the lowest (a relaxation: its optimum bounds every allocation).
+    ``feasible`` and ``bound_valid`` say which of the two the data is; ``exact`` that it is
+    both.
     """
     chosen = list(inst.jobs if jobs is None else jobs)
     servers = inst.cluster.servers
@@ -142,6 +153,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     slot_points: dict[tuple[int, int], tuple[Point, ...]] = {}
     slot_servers: dict[tuple[int, int], tuple[int, ...]] = {}
     exact = True
+    floor_gap = False
     for k, js in enumerate(members):
         job = js[0]
         g[k], n[k] = job.gpus, len(js)
@@ -164,7 +176,9 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
                 x_upper[s, k, p] = cap
         if job.gpus < 2 or len(allowed) < 2:
             continue
-        required, exact_floor = _spread_floor(inst, job)
+        low, high = _spread_floor(inst, job)
+        required = high if spread_floor == "high" else low
+        floor_gap = floor_gap or high > low + 1e-12
         by_matrix: dict[int, tuple[ThroughputMatrix, list[int]]] = {}
         for s in allowed:
             w = job.matrix_for(servers[s].gpu_type)
@@ -178,7 +192,6 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
             pts = tuple((c, m, v * pen) for c, m, v in useful_points(w, required / pen))
             if not pts:
                 continue
-            exact = exact and exact_floor
             for _ in range(n[k]):
                 ki = (k, sum(1 for kk, _ in slots if kk == k))
                 slots.append(ki)
@@ -205,7 +218,11 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "M": M,
         "server_classes": tuple(tuple(v) for v in shapes.values() if len(v) > 1),
         "symmetry": symmetry,
-        "exact": exact,
+        "exact": exact and not floor_gap,
+        # Solutions are allocations that keep every floor / the optimum bounds them all:
+        "feasible": not floor_gap or spread_floor == "high",
+        "bound_valid": exact and (not floor_gap or spread_floor == "low"),
+        "floor_gap": floor_gap,
     }
 
 

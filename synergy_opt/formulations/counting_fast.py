@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -405,7 +406,7 @@ def _result(cm: CountingMatrix, res: SolveResult, build_s: float) -> CountingRes
     return CountingResult(
         res.status,
         res.objective,
-        res.dual_bound if cm.data["exact"] else None,
+        res.dual_bound if cm.data["bound_valid"] else None,
         res.mip_gap,
         res.runtime_s,
         build_s,
@@ -437,17 +438,79 @@ def solve_counting(
     ``warm_start``: known allocations (job id -> parts) of these jobs, e.g. TUNE's and
     ``opt``'s; the best one the model accepts is a start too.  Neither changes the optimum.
     """
-    import time
-
     t0 = time.perf_counter()
     clock = _Deadline(time_limit, t0)
     data = _model_data(inst, jobs, symmetry=symmetry)
+    if data["floor_gap"]:
+        return _solve_between_floors(
+            inst, jobs, data, solver, clock, rel_gap, threads, symmetry, warm_start, t0
+        )
+    return _solve_data(inst, jobs, data, solver, clock, rel_gap, threads, staged, warm_start, t0)
+
+
+def _solve_between_floors(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    high: dict[str, Any],
+    solver: str,
+    clock: _Deadline,
+    rel_gap: float,
+    threads: int | None,
+    symmetry: bool,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    t0: float,
+) -> CountingResult:
+    """Per-server shares with a spread floor that depends on the split: the relaxation (the
+    lowest floors) gives the bound; its answer is the optimum if it keeps every floor as
+    placed (the checker decides), else the restriction (the highest floors) gives the
+    allocation, with the relaxation's bound."""
+    from synergy_opt.check import check_allocation
+    from synergy_opt.types import build_allocation
+
+    low = _model_data(inst, jobs, symmetry=symmetry, spread_floor="low")
+    relaxed = _solve_data(
+        inst,
+        jobs,
+        low,
+        solver,
+        _Deadline(clock.left(0.5), time.perf_counter()),
+        rel_gap,
+        threads,
+        True,
+        warm_start,
+        t0,
+    )
+    if relaxed.placements:
+        alloc = build_allocation(inst, "counting", relaxed.placements)
+        placed = {j.id for j in alloc.jobs} == {j.id for j in jobs}
+        if placed and not check_allocation(inst, alloc, fair_share=True):
+            return relaxed
+    starts = [*warm_start]
+    out = _solve_data(inst, jobs, high, solver, clock, rel_gap, threads, True, starts, t0)
+    return dataclasses.replace(
+        out, dual_bound=relaxed.dual_bound, runtime_s=time.perf_counter() - t0
+    )
+
+
+def _solve_data(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    data: dict[str, Any],
+    solver: str,
+    clock: _Deadline,
+    rel_gap: float,
+    threads: int | None,
+    staged: bool,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    t0: float,
+) -> CountingResult:
+    """The staged solve of one model's data (see :func:`solve_counting`)."""
     cm = build_counting_matrix(data)
     starts = list(warm_start)
     sm_bound: float | None = None
     # The super-machine reads each job's reference matrix only: no bound for per-type jobs.
     typed = any(j.sensitivity_by_type is not None for j in jobs)
-    if staged and jobs and data["exact"] and not typed:
+    if staged and jobs and data["bound_valid"] and not typed:
         sm_bound, keep = _super_machine_points(inst, jobs, data, solver, clock.left(), threads)
         if keep is not None:
             cm_r = build_counting_matrix(restrict_points(data, keep))
@@ -495,8 +558,6 @@ class _Deadline:
         self.limit, self.t0 = limit, t0
 
     def left(self, share: float = 1.0) -> float | None:
-        import time
-
         if self.limit is None:
             return None
         return max((self.limit - (time.perf_counter() - self.t0)) * share, 1e-3)
@@ -551,8 +612,8 @@ def counting_bound(
     matrix only), and no bound comes back when the counting model is not exact.
     """
     bounds: list[float] = []
-    data = _model_data(inst, jobs)
-    if not data["exact"]:  # a spread variant under-credits some job: no bound from here
+    data = _model_data(inst, jobs, spread_floor="low")
+    if not data["bound_valid"]:  # a spread variant under-credits some job: no bound here
         return None
     lp = solve_matrix(
         build_counting_matrix(data, relax=True).matrix,
