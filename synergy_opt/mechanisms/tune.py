@@ -119,11 +119,18 @@ class Tune:
         runnable = select_runnable(inst)
         # A job with per-type matrices is tried on each GPU type it may use (its type
         # views, each with that type's matrix); any other job is its only view.
-        views_of = {j.id: type_views(inst, j) for j in runnable}
-        best_of = {
-            j.id: [self._demand.best(v, total_c, total_m) for v in views_of[j.id]] for j in runnable
-        }
-        best = {jid: ds[0] for jid, ds in best_of.items()}
+        # Views and per-view demands only for typed jobs: an untyped job is its only view.
+        demand = self._demand
+        views_of: dict[str, tuple[Job, ...]] = {}
+        best_of: dict[str, list[DemandPoint]] = {}
+        best: dict[str, DemandPoint] = {}
+        for j in runnable:
+            if j.sensitivity_by_type is None:
+                best[j.id] = demand.best(j, total_c, total_m)
+            else:
+                vs = views_of[j.id] = type_views(inst, j)
+                ds = best_of[j.id] = [demand.best(v, total_c, total_m) for v in vs]
+                best[j.id] = ds[0]
         if self.sort_by_demand:
             runnable.sort(key=lambda j: (-j.gpus, -best[j.id].cpus, -best[j.id].mem_gb, prio[j.id]))
         else:
@@ -132,9 +139,25 @@ class Tune:
         residents: list[list[_Placed]] = [[] for _ in cluster.servers]
         placed: list[_Placed] = []
 
+        # Untyped jobs under one share for every server (every homogeneous cluster, the
+        # simulator's calibration runs): the paper's steps without views, floors per server
+        # or the per-server check, which cost ~60% of a replay's time for the same answer.
+        plain = not inst.per_server_shares
         for job in runnable:
-            views = views_of[job.id]
+            views = views_of.get(job.id) or (job,)
             fair_tp = inst.fair_share_throughput(job)
+            if plain and views[0] is job:
+                got = self._place_plain(inst, state, residents, job, best[job.id], fair_tp)
+                if got is None:
+                    continue
+                cpus, mem, parts, consolidable = got
+                spread = len(parts) > 1
+                w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
+                rec = _Placed(job, prio[job.id], cpus, mem, list(parts), w_floor)
+                placed.append(rec)
+                for p in parts:
+                    residents[p[0]].append(rec)
+                continue
             # Under the per-server rule a job's floor depends on where it lands: demands are
             # shrunk only as far as the strictest server's floor allows (each view's own).
             mats = inst.usable_matrices(job)
@@ -143,7 +166,9 @@ class Tune:
                 if inst.per_server_shares
                 else [fair_tp] * len(views)
             )
-            got = self._place(inst, state, residents, views, best_of[job.id], floors, mats)
+            got = self._place(
+                inst, state, residents, views, best_of.get(job.id) or [best[job.id]], floors, mats
+            )
             if got is None:
                 continue
             view, cpus, mem, parts, consolidable = got
@@ -163,6 +188,63 @@ class Tune:
         return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ helpers
+
+    def _place_plain(
+        self,
+        inst: RoundInstance,
+        state: ClusterState,
+        residents: list[list[_Placed]],
+        job: Job,
+        d: DemandPoint,
+        fair_tp: float,
+    ) -> tuple[int, float, list[Part], bool] | None:
+        """:meth:`_place` for a job that is its only view, one floor for every server.
+
+        The same four steps on the job itself (best demand; shrunk to the
+        fair-share-keeping demand; reclaiming; spreading by what servers can feed): the
+        answer is :meth:`_place`'s with ``views == (job,)`` and no per-server check.
+        """
+        consolidable = job.gpus <= state.max_server_gpus(job)
+        cpus, mem = d.cpus, d.mem_gb
+        parts = place_job(
+            state,
+            job,
+            cpus,
+            mem,
+            allow_spread=self._may_spread(job, consolidable, d.throughput, fair_tp),
+        )
+        if parts is not None:
+            return cpus, mem, parts, consolidable
+        total_c, total_m = inst.cluster.total_cpus, inst.cluster.total_mem_gb
+        s = self._demand.shrink(job, total_c, total_m, cpus, mem, fair_tp)
+        if s is not None and (s.cpus, s.mem_gb) != (cpus, mem):
+            cpus, mem = s.cpus, s.mem_gb
+            parts = place_job(
+                state,
+                job,
+                cpus,
+                mem,
+                allow_spread=self._may_spread(job, consolidable, s.throughput, fair_tp),
+            )
+            if parts is not None:
+                return cpus, mem, parts, consolidable
+        parts = self._reclaim_and_place(
+            inst, state, residents, job, cpus, mem, consolidable, fair_tp
+        )
+        if parts is not None:
+            return cpus, mem, parts, consolidable
+        w = job.sensitivity.lookup(cpus, mem)
+        parts = place_job(
+            state,
+            job,
+            cpus,
+            mem,
+            allow_spread=self._may_spread(job, consolidable, w, fair_tp),
+            fit_spread=True,
+        )
+        if parts is not None:
+            return cpus, mem, parts, consolidable
+        return None
 
     def _place(
         self,
