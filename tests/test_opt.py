@@ -619,3 +619,17 @@ def test_split_job_rounding_falls_back_to_a_flow_when_greedy_strands_gpus() -> N
     assert _round_spans_greedy(spreading, [2, 1, 1]) is None
     got = _round_spans(spreading, [2, 1, 1])
     assert got == {"a": ((1, 1), (2, 1)), "b": ((0, 2),)}
+
+
+def test_replay_needs_the_same_fair_share_rule() -> None:
+    """The cache key holds the fair-share rule: the same cluster and jobs under the other
+    rule are solved anew, not replayed (their floors may differ)."""
+    from synergy_opt.mechanisms.opt.mechanism import round_key
+
+    inst = paper_multi_gpu_round()
+    other = dataclasses.replace(
+        inst, fair_share_rule="cluster" if inst.fair_share_mode == "server" else "server"
+    )
+    runnable = select_runnable(inst)
+    assert round_key(inst, runnable) != round_key(other, select_runnable(other))
+    assert round_key(inst, runnable) == round_key(inst, list(reversed(runnable)))

@@ -173,8 +173,9 @@ def useful_points(
 
 
 def class_key(job: Job) -> tuple[object, ...]:
-    """Jobs with equal keys are interchangeable in every OPT model."""
-    return (job.sensitivity, job.gpus, job.split_penalty, job.gpu_types)
+    """Jobs with equal keys are interchangeable in every OPT model (per-type matrices
+    included: two jobs alike on the reference type may differ on another)."""
+    return (job.sensitivity, job.gpus, job.split_penalty, job.gpu_types, job.sensitivity_by_type)
 
 
 @dataclass(frozen=True, slots=True)

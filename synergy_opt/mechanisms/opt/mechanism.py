@@ -56,15 +56,15 @@ REOPTIMISED_PLANS: int = 3
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
 
-RoundKey = tuple[object, frozenset[tuple[tuple[object, ...], int]]]
+RoundKey = tuple[object, str, frozenset[tuple[tuple[object, ...], int]]]
 
 
 def round_key(inst: RoundInstance, runnable: Sequence[Job]) -> RoundKey:
-    """The cluster and the multiset of runnable job classes: rounds with equal keys have
-    the same allocations up to renaming interchangeable jobs (their floors are equal too,
-    fair shares depend only on the cluster)."""
+    """The cluster, the fair-share rule and the multiset of runnable job classes: rounds
+    with equal keys have the same allocations up to renaming interchangeable jobs (their
+    floors are equal too: fair shares depend only on the cluster and the rule)."""
     counts = Counter(class_key(j) for j in runnable)
-    return (inst.cluster, frozenset(counts.items()))
+    return (inst.cluster, inst.fair_share_mode, frozenset(counts.items()))
 
 
 @dataclass(frozen=True, slots=True)
