@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -688,25 +689,34 @@ def test_simulated_jobs_carry_per_type_matrices_on_a_typed_cluster() -> None:
     assert all(js.job.sensitivity_by_type is None for js in plain)
 
 
-def test_simulator_work_rule_per_server_and_cluster_wide() -> None:
-    """docs/formats.md section 5: work = duration x the pre-placement fair-share
-    throughput of the rule in force.  Two 4-GPU servers with 2 and 8 cores per GPU: the
-    cluster-wide share is 5 cores per GPU, the per-server one the poorer server's 2."""
-    from synergy_opt.sim import SimConfig
+def test_simulator_work_is_measured_at_the_cluster_wide_share_under_both_rules() -> None:
+    """docs/formats.md section 5: work = duration x the fair-share throughput at the
+    cluster-wide share, whichever rule the rounds keep.  Two 4-GPU servers with 2 and 8
+    cores per GPU: the cluster-wide share is 5 cores per GPU (res18: 1.53), so a job placed
+    by PROPORTIONAL on the poor server under the per-server rule runs at its 2 cores (0.72)
+    and takes longer than its duration, on the rich one (8 cores, read at 6: 1.75) shorter."""
+    from synergy_opt.sim import SimConfig, simulate
     from synergy_opt.sim.state import prepare_jobs
     from synergy_opt.tracefile import TraceJob
 
     lib = shipped_profiles()
     cl = Cluster((Server("poor", 4, 8, 500.0), Server("rich", 4, 32, 500.0)))
-    trace = [TraceJob("a", 0.0, 1, "res18", 1000.0)]
+    trace = [TraceJob(f"j{k}", 0.0, 1, "res18", 3000.0) for k in range(8)]
     w = lib.get("res18").matrix(1)
-    (server,) = prepare_jobs(SimConfig(cl), trace, lib)
-    (cluster,) = prepare_jobs(SimConfig(cl, fair_share_rule="cluster"), trace, lib)
-    assert server.work == pytest.approx(1000.0 * w.lookup(2, 125.0)) == 720.0
-    assert cluster.work == pytest.approx(1000.0 * w.lookup(5, 125.0)) == 1530.0
-    assert server.work < cluster.work  # res18 is CPU-hungry: 2 cores feed it less than 5
+    for rule in ("server", "cluster", None):
+        states = prepare_jobs(SimConfig(cl, fair_share_rule=rule), trace, lib)
+        assert {js.work for js in states} == {3000.0 * w.lookup(5, 125.0)} == {4590.0}
     with pytest.raises(ValueError, match="fair_share_rule"):
         SimConfig(cl, fair_share_rule="pooled")
+    # Eight jobs fill both servers, per server: 4 at 2 cores (0.72 a second against the
+    # work's 1.53) and 4 at 8 cores (1.75); jobs finish at the end of a 60 s round.
+    res = simulate(SimConfig(cl, round_s=60.0), trace, "proportional", "fifo", profiles=lib)
+    jct = sorted(round(r.finish_s - r.arrival_s) for r in res.jobs)
+    assert (
+        jct
+        == [math.ceil(4590.0 / 1.75 / 60.0) * 60] * 4 + [math.ceil(4590.0 / 0.72 / 60.0) * 60] * 4
+    )
+    assert jct[0] < 3000.0 < jct[-1]
 
 
 def test_compare_on_a_typed_cluster_runs_the_four_variants(

@@ -63,7 +63,8 @@ class SimConfig:
     fair_share_rule
         The rounds' GPU-proportional share (docs/formats.md section 1): ``"server"``, each
         server's own g*C_s/G_s, or ``"cluster"``, the cluster-wide g*C/G; ``None`` is the
-        default rule (``"server"``).  It also fixes each job's work (:mod:`synergy_opt.sim.state`).
+        default rule (``"server"``).  A job's work is measured at the cluster-wide share under
+        either rule (:mod:`synergy_opt.sim.state`), so the two rules run the same workload.
     """
 
     cluster: Cluster

@@ -6,16 +6,17 @@ numbers that change from round to round: work done and service attained.  The po
 read this state through :class:`synergy_opt.policies.JobView`.
 
 **Work.** A trace's ``duration_s`` is the job's run time at its GPU-proportional share
-(docs/formats.md section 5), so its work is ``duration_s x`` the job's fair-share throughput
-*before placement*: :meth:`RoundInstance.fair_share_throughput` under the config's rule.
-Under ``"cluster"`` (and on any cluster whose GPU servers all have the same cores and memory
-per GPU) that is W at the cluster-wide share; under ``"server"`` on a mixed cluster it is the
-smallest W over the per-server shares of the servers the job may use, the share the
-super-machine (5) pools.  It depends only on the job and the cluster (never on a round or a
-placement), so it is deterministic, and a GPU-proportional scheduler never needs longer than
-``duration_s`` for a job that fits one server: every server it may land on feeds at least
-that share.  A job with per-type matrices is read in its slowest usable type's matrix, as
-for the floor, so ``duration_s`` is its run time on the slowest GPU type it may use.
+(docs/formats.md section 5), so its work is ``duration_s x`` the job's fair-share
+throughput at the *cluster-wide* share, floor(g*C/G) cores and g*M/G GB, whichever rule
+the rounds keep.  Under ``"server"`` on a mixed cluster the share depends on where a job
+lands, so it cannot define a trace's work; the cluster-wide share is the one share that
+depends only on the job and the cluster (deterministic), equals every server's own share
+on a homogeneous cluster (every calibration number is unchanged), and keeps the work of a
+trace the same under both rules, so comparing the rules compares schedulers on one
+workload.  (The smallest per-server share, the super-machine's, was tried: on the 1 %
+Alibaba sample a G2 server's 48 GiB per GPU is below most models' 62.5 GB grid point, so
+every job's work fell to a tenth and the trace no longer described the same jobs.)  A job
+with per-type matrices is read in its slowest usable type's matrix, as for its floor.
 
 **GPU types.** On a cluster whose servers name GPU types, each job gets per-type matrices
 derived from its own matrix (read as the reference type's) and the model's measured type
@@ -39,6 +40,9 @@ from synergy_opt.profiles import ProfileLibrary
 from synergy_opt.sim.config import SimConfig
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
+
+#: The share a trace's ``duration_s`` is measured at (module docstring): cluster-wide.
+WORK_FAIR_SHARE_RULE = "cluster"
 
 
 class JobState:
@@ -152,7 +156,7 @@ def prepare_jobs(
     try:
         # One validation of the whole population (ids, GPU demand vs cluster and GPU
         # types), so no round can fail later on a job that was never runnable.
-        whole = RoundInstance("trace", config.cluster, tuple(built), config.fair_share_rule)
+        whole = RoundInstance("trace", config.cluster, tuple(built), WORK_FAIR_SHARE_RULE)
     except ValidationError as e:
         raise InputError(f"trace: {e}") from None
     states: list[JobState] = []
