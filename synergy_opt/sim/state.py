@@ -14,8 +14,8 @@ depends only on the job and the cluster (deterministic), equals every server's o
 on a homogeneous cluster (every calibration number is unchanged), and keeps the work of a
 trace the same under both rules, so comparing the rules compares schedulers on one
 workload.  (The smallest per-server share, the super-machine's, was tried: on the 1 %
-Alibaba sample a G2 server's 48 GiB per GPU is below most models' 62.5 GB grid point, so
-every job's work fell to a tenth and the trace no longer described the same jobs.)  A job
+Alibaba sample a G2 server's 48 GiB per GPU is below 7 of 12 profiles' 62.5 GB grid point,
+so their jobs' work fell 10-24 fold and the trace no longer described the same jobs.)  A job
 with per-type matrices is read in its slowest usable type's matrix, as for its floor.
 
 **GPU types.** On a cluster whose servers name GPU types, each job gets per-type matrices
