@@ -759,3 +759,39 @@ def test_simulated_types_without_measured_speeds_read_the_reference_matrix(
     assert main([*argv, "--quiet", "--fair-share", "cluster"]) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["fair_share"] == "cluster" and summary["jobs_measured_finished"] == 5
+
+
+def test_tune_plain_path_gives_the_general_paths_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TUNE's fast path for untyped jobs (one share for every server) must place exactly as
+    its general per-view path does with the job as its only view."""
+    from synergy_opt.mechanisms.tune import Tune
+
+    def general(self, inst, state, residents, job, d, fair_tp):  # type: ignore[no-untyped-def]
+        got = self._place(inst, state, residents, (job,), [d], [fair_tp], (job.sensitivity,))
+        return None if got is None else got[1:]
+
+    insts = [
+        generate_instance(
+            GenerateSpec(servers=4, cpus_per_server=c, gpu_load=load, gpu_mix=mix, seed=seed)
+        )
+        for seed in range(4)
+        for c in (16, 48)
+        for load in (0.8, 1.5)
+        for mix in (((1, 1.0),), tuple(MULTI_GPU_MIX.items()))
+    ]
+    insts += [load_instance(p) for p in all_instances()]
+    insts = [i for i in insts if not i.per_server_shares]
+    fast = [
+        allocation_to_dict(make_mechanism(m).allocate(i))
+        for i in insts
+        for m in ("tune", "tune-sorted")
+    ]
+    monkeypatch.setattr(Tune, "_place_plain", general)
+    slow = [
+        allocation_to_dict(make_mechanism(m).allocate(i))
+        for i in insts
+        for m in ("tune", "tune-sorted")
+    ]
+    for a in fast + slow:
+        a.pop("solve_seconds", None)
+    assert len(fast) >= 64 and fast == slow
