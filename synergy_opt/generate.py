@@ -157,20 +157,6 @@ class GenerateSpec:
         return tuple(out)
 
 
-def parse_split(text: str) -> tuple[float, float, float]:
-    """``"20,70,10"`` -> (20.0, 70.0, 10.0); raises ``ValueError`` with a readable reason."""
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 3:
-        raise ValueError(f"expected IMAGE,LANGUAGE,SPEECH percentages, got {text!r}")
-    try:
-        vals = tuple(float(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"expected three numbers, got {text!r}") from None
-    if any(not np.isfinite(v) or v < 0 for v in vals) or sum(vals) <= 0:
-        raise ValueError(f"percentages must be >= 0 with a positive sum, got {text!r}")
-    return vals[0], vals[1], vals[2]
-
-
 def parse_gpu_mix(text: str) -> tuple[tuple[int, float], ...]:
     """``"1:70,2:10,4:15,8:5"`` -> ((1, 70.0), ...); weights need not sum to 100."""
     out: list[tuple[int, float]] = []

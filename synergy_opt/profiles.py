@@ -18,11 +18,44 @@ from typing import Any
 
 from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.io import check_text, matrix_from_dict, read_json
-from synergy_opt.limits import ITER_TIME_S
+from synergy_opt.limits import ITER_TIME_S, SPLIT_PERCENT
 from synergy_opt.types import ThroughputMatrix
 
 #: Task categories in the order of the paper's ``--split IMAGE,LANGUAGE,SPEECH``.
 CATEGORIES: tuple[str, ...] = ("image", "language", "speech")
+
+
+def parse_split(value: str | list[object] | tuple[object, ...]) -> tuple[float, float, float]:
+    """The paper's workload split: ``"20,70,10"`` (or three numbers) -> (20.0, 70.0, 10.0).
+
+    One rule for every place a split is read (``generate``, ``simulate``/``compare``,
+    ``trace convert``, sweep specs): one percentage per category of :data:`CATEGORIES`, each
+    within :data:`~synergy_opt.limits.SPLIT_PERCENT`, with a positive sum.  Raises
+    ``ValueError`` with a readable reason; callers add the option or field name.
+    """
+    items: list[object]
+    if isinstance(value, str):
+        items = []
+        for t in value.split(","):
+            try:
+                items.append(float(t.strip()))
+            except ValueError:
+                raise ValueError(
+                    f"expected IMAGE,LANGUAGE,SPEECH percentages, got {value!r}"
+                ) from None
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ValueError(f"expected IMAGE,LANGUAGE,SPEECH percentages, got {value!r}")
+    if len(items) != len(CATEGORIES):
+        raise ValueError(f"expected three percentages IMAGE,LANGUAGE,SPEECH, got {value!r}")
+    try:
+        vals = tuple(float(SPLIT_PERCENT.check(v)) for v in items)
+    except ValidationError as e:
+        raise ValueError(f"each percentage: {e.problem}") from None
+    if sum(vals) <= 0:
+        raise ValueError(f"percentages must have a positive sum, got {value!r}")
+    return vals[0], vals[1], vals[2]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,11 @@ from synergy_opt.generate import (
     parse_gpu_types,
     parse_penalty_range,
     parse_server_shapes,
-    parse_split,
 )
 from synergy_opt.io import instance_to_dict
 from synergy_opt.limits import JOBS
 from synergy_opt.outputs import Output, preflight
-from synergy_opt.profiles import load_profiles
+from synergy_opt.profiles import load_profiles, parse_split
 from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES
 
 

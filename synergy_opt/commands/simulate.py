@@ -23,7 +23,6 @@ from synergy_opt.commands.common import (
 )
 from synergy_opt.errors import InputError
 from synergy_opt.io import load_cluster
-from synergy_opt.limits import SPLIT_PERCENT
 from synergy_opt.mechanisms import (
     MechanismOptions,
     is_mechanism,
@@ -31,7 +30,8 @@ from synergy_opt.mechanisms import (
 )
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.policies import policy_names
-from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
+from synergy_opt.profiles import ProfileLibrary, load_profiles
+from synergy_opt.profiles import parse_split as split_percentages
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import SimResult, SimulationError, simulate
 from synergy_opt.sim.metrics import (
@@ -199,22 +199,10 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 def parse_split(text: str) -> tuple[float, float, float]:
     """``IMAGE,LANGUAGE,SPEECH`` percentages -> a 3-tuple (UsageError naming ``--split``)."""
-    parts = [t.strip() for t in text.split(",")]
     try:
-        vals = tuple(float(t) for t in parts)
-    except ValueError:
-        vals = ()
-    if (
-        len(vals) != len(CATEGORIES)
-        or any(not np.isfinite(v) or not SPLIT_PERCENT.contains(v) for v in vals)
-        or sum(vals) <= 0
-    ):
-        raise UsageError(
-            f"--split: expected {len(CATEGORIES)} percentages in [0, {SPLIT_PERCENT.high:g}] as "
-            "IMAGE,LANGUAGE,SPEECH "
-            f"with a positive sum, got {text!r}"
-        )
-    return vals  # type: ignore[return-value]
+        return split_percentages(text)
+    except ValueError as e:
+        raise UsageError(f"--split: {e}") from None
 
 
 def parse_window(text: str | None) -> tuple[int, int] | None:

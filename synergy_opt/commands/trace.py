@@ -12,24 +12,16 @@ import sys
 from synergy_opt.commands.common import UsageError, nonneg_int, positive_float, positive_int
 from synergy_opt.io import cluster_to_dict, write_json_atomic
 from synergy_opt.outputs import Output, preflight
-from synergy_opt.profiles import load_profiles
+from synergy_opt.profiles import load_profiles, parse_split
 from synergy_opt.tracefile import write_trace
 from synergy_opt.traces import CONVERTERS, ConvertOptions, convert
 
 
 def _split(text: str) -> tuple[float, float, float]:
-    parts = text.split(",")
     try:
-        vals = tuple(float(p) for p in parts)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected IMAGE,LANGUAGE,SPEECH percentages, got {text!r}"
-        ) from None
-    if len(vals) != 3 or any(v < 0 for v in vals) or sum(vals) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected three percentages >= 0 with a positive sum, got {text!r}"
-        )
-    return vals  # type: ignore[return-value]
+        return parse_split(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _fraction(text: str) -> float:

@@ -52,13 +52,13 @@ from synergy_opt.limits import (
     SERVER_GPUS,
     SERVER_MEM_GB,
     SERVERS,
-    SPLIT_PERCENT,
     SWEEP_CELLS,
     THREADS,
     TIME_LIMIT_S,
     TIME_SCALE,
     Limit,
 )
+from synergy_opt.profiles import parse_split
 from synergy_opt.sim.semantics import semantics_names
 from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS
 
@@ -155,20 +155,7 @@ def _flag(v: Value) -> bool:
 
 
 def _split(v: Value) -> tuple[float, float, float]:
-    parts: Sequence[Value]
-    if isinstance(v, str):
-        try:
-            parts = [float(t) for t in v.split(",")]
-        except ValueError:
-            raise ValueError(f"expected IMAGE,LANGUAGE,SPEECH percentages, got {v!r}") from None
-    elif isinstance(v, list | tuple):
-        parts = v
-    else:
-        raise ValueError(f"expected three percentages, got {v!r}")
-    vals = tuple(_number(SPLIT_PERCENT)(p) for p in parts)
-    if len(vals) != 3 or sum(vals) <= 0:
-        raise ValueError(f"expected three percentages >= 0 with a positive sum, got {v!r}")
-    return vals  # type: ignore[return-value]
+    return parse_split(v if isinstance(v, str | list | tuple) else repr(v))
 
 
 def _window(v: Value) -> tuple[int, int]:
