@@ -70,7 +70,7 @@ def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     """(lowest, highest) floor a spread job may face, its forced-spread penalty included.
 
     Cluster-wide shares: both are the job's fair-share throughput (times its penalty when it
-    must spread; FORMATS.md).  Per-server shares depend on how its GPUs split over servers of
+    must spread; docs/formats.md).  Per-server shares depend on how its GPUs split over servers of
     different shapes: between g * min floor(C_s/G_s) and g * max C_s/G_s cores, and
     g * min M_s/G_s and g * max M_s/G_s GB.  Over that box the floor look-up takes every
     value of an index rectangle of each usable matrix: its minimum no split goes below (the
