@@ -31,6 +31,7 @@ from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_n
 from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import (
+    BACKENDS,
     SolveResult,
     TerminationStatus,
     pyomo_to_matrix,
@@ -42,7 +43,6 @@ from tests.conftest import INSTANCES, all_instances
 from tests.strategies import round_instances
 
 ABS_TOL = REL_TOL = 1e-6
-BACKENDS = ("highs", "ortools")
 
 
 def approx(x: float) -> Any:

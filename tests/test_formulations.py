@@ -21,6 +21,7 @@ from synergy_opt.io import load_instance
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import (
+    BACKENDS,
     NotOptimalError,
     SolveResult,
     TerminationStatus,
@@ -33,7 +34,6 @@ from tests.conftest import ROOT, all_instances, tiny_instances
 from tests.strategies import round_instances
 
 ABS_TOL = REL_TOL = 1e-6
-BACKENDS = ("highs", "ortools")
 SHIPPED = all_instances()
 TINY = tiny_instances()
 

@@ -24,13 +24,12 @@ from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_n
 from synergy_opt.mechanisms import opt as opt_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
-from synergy_opt.solve import SolveResult, TerminationStatus, solve_pyomo
+from synergy_opt.solve import BACKENDS, SolveResult, TerminationStatus, solve_pyomo
 from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server, build_allocation
 from tests.conftest import INSTANCES, all_instances, tiny_instances
 from tests.strategies import round_instances
 
 ABS_TOL = REL_TOL = 1e-6
-BACKENDS = ("highs", "ortools")
 SHIPPED = all_instances()
 TINY = tiny_instances()
 

@@ -50,13 +50,11 @@ from synergy_opt.sim.workload import (
     WorkloadSpec,
     generate_workload,
 )
+from synergy_opt.solve import BACKENDS
 from synergy_opt.tracefile import TraceJob, check_trace, read_trace
 from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES, Cluster
 
 log = logging.getLogger(__name__)
-
-SOLVERS = ("highs", "ortools")
-
 
 # --------------------------------------------------------------------------- options
 
@@ -177,7 +175,7 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         f"server (each server's own cores and memory per GPU) or cluster (cluster-wide); "
         f"default {DEFAULT_FAIR_SHARE_RULE} (docs/formats.md section 1)",
     )
-    e.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
+    e.add_argument("--solver", choices=BACKENDS, default="highs", help="LP/MIP back-end (opt)")
     e.add_argument(
         "--time-limit",
         type=positive_float,

@@ -20,10 +20,9 @@ from synergy_opt.mechanisms import (
     mechanism_names,
 )
 from synergy_opt.outputs import Output, preflight
+from synergy_opt.solve import BACKENDS
 
 log = logging.getLogger(__name__)
-
-SOLVERS = ("highs", "ortools")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "instance", metavar="INSTANCE.json", help="round instance (docs/formats.md section 1)"
     )
     p.add_argument("--mechanism", required=True, help=f"one of: {', '.join(mechanism_names())}")
-    p.add_argument("--solver", choices=SOLVERS, default="highs", help="LP/MIP back-end (opt)")
+    p.add_argument("--solver", choices=BACKENDS, default="highs", help="LP/MIP back-end (opt)")
     p.add_argument(
         "--time-limit",
         type=positive_float,
