@@ -1,6 +1,7 @@
 """The exact model and deployable OPT, measured side by side in one run (issue 10).
 
 python bench/bench_opt.py [--rounds N] [--seeds S] [--repeats R] [--quick]
+    [--sizes 32,64] [--seed-offset K] [--families a,b]
 
 Tables (all rounds from ``synergy_opt.generate.family_round``: GPU load 1.2, shipped
 profiles, split 20/70/10):
@@ -9,9 +10,10 @@ profiles, split 20/70/10):
    the whole mechanism (TUNE and ``opt`` as MIP starts, the staged counting solve, the
    checker), how many rounds were proven (relative gap <= 1e-4), and the gap of the worst.
 2. ``opt`` against the proven optimum on N rounds per family at 32-128 GPUs (sizes cycle
-   32, 64, 96, 128; seeds 1000+): the minimum and mean of opt/exact, how often ``opt`` >=
-   ``tune``, and how often it schedules the whole runnable set when the optimum does.
-   Rounds the exact model did not prove are counted apart and left out of the ratios.
+   ``--sizes``, default 32, 64, 96, 128; seeds ``--seed-offset`` + round, default 1000+): the
+   minimum and mean of opt/exact, how often ``opt`` >= ``tune``, and how often it schedules
+   the whole runnable set when the optimum does, per family and per size.  Rounds the exact
+   model did not prove are counted apart and left out of the ratios.
 3. ``opt`` and ``tune`` per-round time at 128 and 512 GPUs (single- and multi-GPU mix),
    measured interleaved (tune, opt, tune, opt, ...) in this one process; median of R.
 
@@ -34,6 +36,7 @@ from synergy_opt.types import Allocation, RoundInstance
 
 #: A proven optimum: the bound within this relative gap of the total (issue 10).
 PROVEN_GAP = 1e-4
+log = logging.getLogger("bench_opt")
 SIZES = (32, 64, 96, 128)
 
 
@@ -101,49 +104,69 @@ def bench_exact_times(seeds: int, time_limit: float) -> None:
     )
 
 
-def bench_opt_ratio(rounds: int, time_limit: float) -> None:
-    """Table 2."""
+def bench_opt_ratio(
+    rounds: int,
+    time_limit: float,
+    sizes: tuple[int, ...] = SIZES,
+    seed_offset: int = 1000,
+    families: tuple[str, ...] = FAMILIES,
+) -> None:
+    """Table 2: one row per family and size, then one per family over all sizes."""
     options = MechanismOptions(time_limit_s=time_limit)
     exact, opt, tune = (make_mechanism(n, options) for n in ("opt-exact", "opt", "tune"))
     rows: list[list[object]] = []
-    for family in FAMILIES:
-        ratios: list[float] = []
-        unproven = 0
-        below_tune = 0
-        dropped = 0
-        worst = ""
+    for family in families:
+        # per size: ratios, rounds, unproven, below tune, dropped, worst round
+        cells = {g: ([], 0, 0, 0, 0, "") for g in sizes}
+        t0 = time.perf_counter()
         for r in range(rounds):
-            gpus = SIZES[r % len(SIZES)]
-            inst = family_round(family, gpus, 1000 + r)
+            gpus = sizes[r % len(sizes)]
+            seed = seed_offset + r
+            ratios, n_rounds, unproven, below_tune, dropped, worst = cells[gpus]
+            n_rounds += 1
+            inst = family_round(family, gpus, seed)
             ex = exact.allocate(inst)
             if not proven(ex):
-                unproven += 1
+                cells[gpus] = (ratios, n_rounds, unproven + 1, below_tune, dropped, worst)
                 continue
             o = opt.allocate(inst)
             t = tune.allocate(inst)
             ratio = o.total_throughput / ex.total_throughput if ex.total_throughput else 1.0
             if not ratios or ratio < min(ratios):
-                worst = f"{gpus}g seed {1000 + r}"
+                worst = f"{gpus}g seed {seed}"
             ratios.append(ratio)
             below_tune += o.total_throughput < t.total_throughput - 1e-9
             dropped += len(o.jobs) < len(ex.jobs)
-        n = len(ratios)
-        rows.append(
-            [
-                family,
-                f"{n}/{rounds}",
-                min(ratios) if ratios else float("nan"),
-                statistics.fmean(ratios) if ratios else float("nan"),
-                worst,
-                f"{n - below_tune}/{n}",
-                f"{n - dropped}/{n}",
-                unproven,
-            ]
-        )
+            cells[gpus] = (ratios, n_rounds, unproven, below_tune, dropped, worst)
+        log.warning("table 2: %s done in %.0f s", family, time.perf_counter() - t0)
+        for label, parts in [(str(g), [cells[g]]) for g in sizes] + [("all", list(cells.values()))]:
+            ratios = [x for c in parts for x in c[0]]
+            n = len(ratios)
+            n_rounds = sum(c[1] for c in parts)
+            below_tune = sum(c[3] for c in parts)
+            dropped = sum(c[4] for c in parts)
+            worst = min(
+                (c for c in parts if c[0]), key=lambda c: min(c[0]), default=([], 0, 0, 0, 0, "")
+            )[5]
+            rows.append(
+                [
+                    family,
+                    label,
+                    f"{n}/{n_rounds}",
+                    min(ratios) if ratios else float("nan"),
+                    statistics.fmean(ratios) if ratios else float("nan"),
+                    worst,
+                    f"{n - below_tune}/{n}",
+                    f"{n - dropped}/{n}",
+                    sum(c[2] for c in parts),
+                ]
+            )
     table(
-        f"2. opt / proven optimum over {rounds} rounds per family (32-128 GPUs)",
+        f"2. opt / proven optimum over {rounds} rounds per family (GPUs "
+        f"{','.join(map(str, sizes))}; seeds {seed_offset}-{seed_offset + rounds - 1})",
         [
             "family",
+            "GPUs",
             "proven",
             "min opt/exact",
             "mean",
@@ -186,17 +209,33 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0, help="opt-exact limit, seconds")
     ap.add_argument("--tables", default="1,2,3", help="which tables, e.g. 1,3")
     ap.add_argument("--quick", action="store_true", help="one seed, two rounds, two repeats")
+    ap.add_argument(
+        "--sizes", default="32,64,96,128", help="table 2: GPU counts the rounds cycle through"
+    )
+    ap.add_argument("--seed-offset", type=int, default=1000, help="table 2: first seed")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="table 2: which families")
     args = ap.parse_args()
+    try:
+        sizes = tuple(int(x) for x in args.sizes.split(","))
+    except ValueError:
+        ap.error(f"--sizes: expected GPU counts like 32,64, got {args.sizes!r}")
+    if not sizes or any(g < 32 or g % 32 for g in sizes):
+        ap.error(f"--sizes: family rounds come in multiples of 32 GPUs, got {args.sizes!r}")
+    families = tuple(f.strip() for f in args.families.split(",") if f.strip())
+    unknown = [f for f in families if f not in FAMILIES]
+    if not families or unknown:
+        ap.error(f"--families: unknown {unknown or args.families!r}; known: {', '.join(FAMILIES)}")
     if min(args.rounds, args.seeds, args.repeats) < 1 or args.time_limit <= 0:
         ap.error("--rounds, --seeds and --repeats must be >= 1 and --time-limit > 0")
     if args.quick:
         args.rounds, args.seeds, args.repeats = 2, 1, 2
-    logging.basicConfig(level=logging.ERROR)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("synergy_opt").setLevel(logging.ERROR)
     wanted = {t.strip() for t in args.tables.split(",")}
     if "1" in wanted:
         bench_exact_times(args.seeds, args.time_limit)
     if "2" in wanted:
-        bench_opt_ratio(args.rounds, args.time_limit)
+        bench_opt_ratio(args.rounds, args.time_limit, sizes, args.seed_offset, families)
     if "3" in wanted:
         bench_opt_vs_tune_time(args.repeats)
     return 0
