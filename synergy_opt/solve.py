@@ -2,7 +2,7 @@
 
 * :func:`solve_pyomo` solves a Pyomo model: HiGHS through Pyomo's (new) HiGHS interface, or
   OR-Tools (SCIP for MIPs, GLOP for LPs) after translating the model's linear rows.
-* :func:`solve_matrix` solves a :class:`~synergy_opt.formulations.fast.MatrixModel` (the
+* :func:`solve_matrix` solves a :class:`~synergy_opt.matrix.MatrixModel` (the
   fast path) with highspy directly or OR-Tools.
 
 Both return :class:`SolveResult`; nothing is stored on the model.  A time limit is honoured
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from synergy_opt.formulations.fast import MatrixModel
+from synergy_opt.matrix import MatrixModel, csc_columns
 
 log = logging.getLogger(__name__)
 
@@ -381,9 +381,7 @@ def pyomo_to_matrix(model: Any) -> tuple[MatrixModel, list[Any]]:
     cost = np.zeros(len(variables))
     for v, coef in zip(orepn.linear_vars, orepn.linear_coefs, strict=True):
         cost[pos[id(v)]] += float(coef)
-    from synergy_opt.formulations.fast import _csc
-
-    start, idx, val = _csc(cols)
+    start, idx, val = csc_columns(cols)
     lower = np.array([-math.inf if v.lb is None else float(v.lb) for v in variables])
     upper = np.array([math.inf if v.ub is None else float(v.ub) for v in variables])
     integer = np.array([bool(v.is_integer()) for v in variables], dtype=bool)

@@ -21,11 +21,11 @@ UPPER = ("synergy_opt.commands", "synergy_opt.cli")
 ENTRY_POINTS = frozenset({"cli.py", "__main__.py"})
 
 
-def _is_upper(name: str) -> bool:
-    return any(name == u or name.startswith(u + ".") for u in UPPER)
+def _is_upper(name: str, upper: tuple[str, ...] = UPPER) -> bool:
+    return any(name == u or name.startswith(u + ".") for u in upper)
 
 
-def upward_imports(source: str) -> list[str]:
+def upward_imports(source: str, upper: tuple[str, ...] = UPPER) -> list[str]:
     """Every import of the command layer in ``source``, at any depth (lazy imports too).
 
     ``from synergy_opt import cli`` and ``importlib.import_module("synergy_opt.cli")``
@@ -34,15 +34,15 @@ def upward_imports(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if _is_upper(a.name)]
+            found += [a.name for a in node.names if _is_upper(a.name, upper)]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            if _is_upper(node.module):
+            if _is_upper(node.module, upper):
                 found.append(node.module)
             elif node.module == "synergy_opt":
                 names = (f"synergy_opt.{a.name}" for a in node.names)
-                found += [n for n in names if _is_upper(n)]
+                found += [n for n in names if _is_upper(n, upper)]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if _is_upper(node.value):
+            if _is_upper(node.value, upper):
                 found.append(node.value)
     return found
 
@@ -86,6 +86,25 @@ def test_no_library_module_imports_the_command_layer() -> None:
         if (hits := upward_imports(p.read_text(encoding="utf-8")))
     }
     assert offenders == {}
+
+
+#: Lower modules and the layers above them they must not import (issue 12): the solver and
+#: its matrix type sit below the models that build matrices.
+BELOW: dict[str, tuple[str, ...]] = {
+    "matrix.py": ("synergy_opt.solve", "synergy_opt.formulations", "synergy_opt.mechanisms"),
+    "solve.py": ("synergy_opt.formulations", "synergy_opt.mechanisms"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(BELOW))
+def test_lower_modules_do_not_import_upper_layers(module: str) -> None:
+    source = (PACKAGE / module).read_text(encoding="utf-8")
+    assert upward_imports(source, BELOW[module]) == []
+
+
+def test_lower_layer_detector_sees_a_formulation_import() -> None:
+    source = "def f():\n    from synergy_opt.formulations.fast import MatrixModel\n"
+    assert upward_imports(source, BELOW["solve.py"]) == ["synergy_opt.formulations.fast"]
 
 
 # --------------------------------------------------------------------------- no machine paths

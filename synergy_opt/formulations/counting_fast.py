@@ -39,7 +39,8 @@ from synergy_opt.formulations.counting import (
     slot_pairs,
     sym_pairs,
 )
-from synergy_opt.formulations.fast import MatrixModel, build_super_machine_fast
+from synergy_opt.formulations.fast import build_super_machine_fast
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 

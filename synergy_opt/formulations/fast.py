@@ -27,123 +27,11 @@ from functools import lru_cache
 
 import numpy as np
 
+# The matrix type lives in synergy_opt.matrix (below solver and models); re-exported here.
+from synergy_opt.matrix import MatrixModel as MatrixModel
+from synergy_opt.matrix import csc_columns
+from synergy_opt.matrix import matrix_model as matrix_model
 from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
-
-# --------------------------------------------------------------------------- matrix model
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class MatrixModel:
-    """A linear (mixed-integer) program in column-wise sparse form, solver-neutral.
-
-    ``row_lower <= A x <= row_upper``, ``col_lower <= x <= col_upper``, ``integer[i]`` marks
-    integer columns; ``maximize`` says the direction of ``cost @ x``.  ``row_names`` carry
-    the equation each row states (``eq2[pool]``, ``pl3[s0]``), so infeasibility reports and
-    duals trace back to the Markdown statement of the model.
-    """
-
-    cost: np.ndarray
-    col_lower: np.ndarray
-    col_upper: np.ndarray
-    integer: np.ndarray
-    row_lower: np.ndarray
-    row_upper: np.ndarray
-    a_start: np.ndarray
-    a_index: np.ndarray
-    a_value: np.ndarray
-    maximize: bool = True
-    name: str = "model"
-    row_names: tuple[str, ...] = ()
-
-    def row_name(self, row: int) -> str:
-        """The equation name of ``row`` (``row[i]`` when the builder gave none)."""
-        return self.row_names[row] if row < len(self.row_names) else f"row[{row}]"
-
-    @property
-    def num_cols(self) -> int:
-        """Number of columns (variables)."""
-        return int(self.cost.shape[0])
-
-    @property
-    def num_rows(self) -> int:
-        """Number of rows (constraints)."""
-        return int(self.row_lower.shape[0])
-
-    @property
-    def is_mip(self) -> bool:
-        """Whether any column is integer."""
-        return bool(self.integer.any())
-
-    def relaxed(self) -> MatrixModel:
-        """The same model with every column continuous (its LP relaxation)."""
-        return MatrixModel(
-            self.cost,
-            self.col_lower,
-            self.col_upper,
-            np.zeros_like(self.integer),
-            self.row_lower,
-            self.row_upper,
-            self.a_start,
-            self.a_index,
-            self.a_value,
-            self.maximize,
-            self.name + "_lp",
-            self.row_names,
-        )
-
-    def rows(self) -> list[list[tuple[int, float]]]:
-        """Row-wise view [(column, coefficient), ...] per row (for row-based solver APIs)."""
-        out: list[list[tuple[int, float]]] = [[] for _ in range(self.num_rows)]
-        for col in range(self.num_cols):
-            for k in range(int(self.a_start[col]), int(self.a_start[col + 1])):
-                out[int(self.a_index[k])].append((col, float(self.a_value[k])))
-        return out
-
-
-def _csc(columns: list[list[tuple[int, float]]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    start = np.zeros(len(columns) + 1, dtype=np.int32)
-    idx: list[int] = []
-    val: list[float] = []
-    for i, col in enumerate(columns):
-        for r, v in col:
-            idx.append(r)
-            val.append(v)
-        start[i + 1] = len(idx)
-    return start, np.asarray(idx, dtype=np.int32), np.asarray(val, dtype=np.float64)
-
-
-def matrix_model(
-    cols: list[list[tuple[int, float]]],
-    cost: Sequence[float],
-    upper: Sequence[float],
-    integer: Sequence[bool],
-    row_lower: Sequence[float],
-    row_upper: Sequence[float],
-    row_names: Sequence[str],
-    *,
-    maximize: bool,
-    name: str,
-) -> MatrixModel:
-    """A :class:`MatrixModel` from column lists [(row, coefficient), ...], lower bounds 0."""
-    if not len(row_names) == len(row_lower) == len(row_upper):
-        raise ValueError("one name, lower and upper bound per row")
-    start, idx, val = _csc(cols)
-    n = len(cost)
-    return MatrixModel(
-        cost=np.asarray(cost, dtype=np.float64),
-        col_lower=np.zeros(n),
-        col_upper=np.asarray(upper, dtype=np.float64),
-        integer=np.asarray(integer, dtype=bool).reshape(n),
-        row_lower=np.asarray(row_lower, dtype=np.float64),
-        row_upper=np.asarray(row_upper, dtype=np.float64),
-        a_start=start,
-        a_index=idx,
-        a_value=val,
-        maximize=maximize,
-        name=name,
-        row_names=tuple(row_names),
-    )
-
 
 # --------------------------------------------------------------------------- configurations
 
@@ -263,7 +151,7 @@ def build_knapsack(
             cost.append(tp)
             upper.append(float(cl.count))
             colmap.append((k, q))
-    start, idx, val = _csc(cols)
+    start, idx, val = csc_columns(cols)
     counts = np.array([float(cl.count) for cl in classes])
     cap = np.array([v for cm in capacity for v in cm], dtype=np.float64)
     n = len(cost)
@@ -456,7 +344,7 @@ def _count_capacity_model(
     memory) per server; the shape shared by the placement LP and the server-class MIP.
 
     ``names`` are the equation names of the count row and the three server rows."""
-    start, idx, val = _csc(cols)
+    start, idx, val = csc_columns(cols)
     cnt = np.asarray(counts, dtype=np.float64)
     cap = np.array(
         [v for srv in inst.cluster.servers for v in (srv.gpus, srv.cpus, srv.mem_gb)],

@@ -17,7 +17,8 @@ memory are flows over the servers it spans, the transportation view of
 
 from __future__ import annotations
 
-from synergy_opt.formulations.fast import class_key, matrix_model, useful_points
+from synergy_opt.formulations.fast import class_key, useful_points
+from synergy_opt.matrix import matrix_model
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import PlacementPart

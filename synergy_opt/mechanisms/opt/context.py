@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synergy_opt.formulations.fast import DemandClass, JobClass, MatrixModel
+from synergy_opt.formulations.fast import DemandClass, JobClass
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
