@@ -14,6 +14,9 @@ Theorem 4.1 of the paper: the optimum of (1)-(5) is at least the throughput of a
 allocation that keeps every job at its fair share, so it is the upper bound OPT reports.
 With ``relax=True`` y is continuous in [0, 1] (the LP relaxation, a bound on the MIP).
 ``formulations/super_machine.md`` states the same model under the same names.
+
+On a cluster with two or more GPU types, :func:`build_typed_super_machine` adds a type
+choice per job (per-type pools, y[j, t, q]); on one type, or none, it is this model.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from typing import Any
 
 import pyomo.environ as pyo
 
+from synergy_opt.formulations.typed_fast import (
+    ACROSS,
+    gpu_pools,
+    is_typed_round,
+    type_options,
+)
 from synergy_opt.types import Job, RoundInstance
 
 
@@ -141,3 +150,99 @@ def chosen_configs(data: dict[str, Any], values: dict[tuple[str, Any], float]) -
     for j, qs in data["configs"].items():
         out[j] = max(qs, key=lambda q: (values.get(("y", (j, q)), 0.0), -q))
     return out
+
+
+# --------------------------------------------------------------------------- GPU types
+
+
+def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
+    """Plain data of the typed model: per job its (type, point) options, per pool G, C, M.
+
+    Options are every grid point of each usable type's matrix (plus the below-grid point
+    when the floor is 0) and, for jobs of >= 2 GPUs with >= 2 usable types, the same across
+    types (``"*"``: second-best matrix, credited times the split penalty).
+    """
+    chosen = list(inst.jobs if jobs is None else jobs)
+    pools = gpu_pools(inst)
+    opts: dict[tuple[int, str, int], tuple[int, float, float, float]] = {}
+    fair: dict[int, float] = {}
+    for j, job in enumerate(chosen):
+        fair[j] = inst.fair_share_throughput(job)
+        for opt in type_options(inst, job):
+            pts = list(opt.matrix.points())
+            if fair[j] <= 0.0:
+                pts.append((0, 0.0, 0.0))  # the below-grid point, as in grid_points
+            for q, (c, m, w) in enumerate(pts):
+                opts[j, opt.pool, q] = (c, m, w, opt.credit)
+    cap = {p.label: (p.gpus, p.cpus, p.mem_gb) for p in pools}
+    cap[ACROSS] = (
+        sum(p.gpus for p in pools),
+        sum(p.cpus for p in pools),
+        float(sum(p.mem_gb for p in pools)),
+    )
+    return {
+        "job_ids": tuple(job.id for job in chosen),
+        "gpus": {j: job.gpus for j, job in enumerate(chosen)},
+        "options": opts,
+        "fair": fair,
+        "pools": tuple(cap),
+        "cap": cap,
+    }
+
+
+def build_typed_super_machine(
+    inst: RoundInstance, jobs: Sequence[Job] | None = None, *, relax: bool = False
+) -> pyo.ConcreteModel:
+    """The super-machine with a GPU-type choice per job; on one type (or none), exactly
+    :func:`build_super_machine`."""
+    if not is_typed_round(inst):
+        return build_super_machine(inst, jobs, relax=relax)
+    return build_typed_from_data(_typed_model_data(inst, jobs), relax=relax)
+
+
+def build_typed_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.ConcreteModel:
+    """(1)-(5) with per-type pools (eqT, eq2, eq3 per pool) from :func:`_typed_model_data`."""
+    m = pyo.ConcreteModel(name="typed_super_machine")
+    opts: dict[tuple[int, str, int], tuple[int, float, float, float]] = data["options"]
+    g, cap = data["gpus"], data["cap"]
+    m.J = pyo.Set(initialize=sorted(g), ordered=True, doc="jobs (by position)")
+    m.P = pyo.Set(initialize=data["pools"], ordered=True, doc="GPU-type pools and '*' (all)")
+    m.JTQ = pyo.Set(dimen=3, ordered=True, initialize=list(opts), doc="(job, type, point)")
+    m.y = pyo.Var(
+        m.JTQ, domain=pyo.UnitInterval if relax else pyo.Binary, doc="job j runs on t at q"
+    )
+
+    def in_pool(p: str) -> list[tuple[int, str, int]]:
+        return [k for k in opts if p == ACROSS or k[1] == p]
+
+    @m.Objective(sense=pyo.maximize)
+    def eq1_weighted_throughput(m: pyo.ConcreteModel) -> Any:
+        """(1) max sum credit_t W_jt[q] y[j,t,q]."""
+        return pyo.quicksum(opts[k][2] * opts[k][3] * m.y[k] for k in m.JTQ)
+
+    @m.Constraint(m.P)
+    def eqT_gpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
+        """(T) sum g_j y[j,t,q] over the pool's picks <= G_p."""
+        return pyo.quicksum(g[k[0]] * m.y[k] for k in in_pool(p)) <= cap[p][0]
+
+    @m.Constraint(m.P)
+    def eq2_cpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
+        """(2) sum c_q y[j,t,q] over the pool's picks <= C_p."""
+        return pyo.quicksum(opts[k][0] * m.y[k] for k in in_pool(p)) <= cap[p][1]
+
+    @m.Constraint(m.P)
+    def eq3_mem_capacity(m: pyo.ConcreteModel, p: str) -> Any:
+        """(3) sum m_q y[j,t,q] over the pool's picks <= M_p."""
+        return pyo.quicksum(opts[k][1] * m.y[k] for k in in_pool(p)) <= cap[p][2]
+
+    @m.Constraint(m.J)
+    def eq4_one_config_per_job(m: pyo.ConcreteModel, j: int) -> Any:
+        """(4) sum_{t,q} y[j,t,q] = 1."""
+        return pyo.quicksum(m.y[k] for k in opts if k[0] == j) == 1
+
+    @m.Constraint(m.J)
+    def eq5_fair_share_floor(m: pyo.ConcreteModel, j: int) -> Any:
+        """(5) sum_{t,q} W_jt[q] y[j,t,q] >= F_j (uncredited W)."""
+        return pyo.quicksum(opts[k][2] * m.y[k] for k in opts if k[0] == j) >= data["fair"][j]
+
+    return m

@@ -1,0 +1,211 @@
+"""The typed super-machine: (1)-(5) with a GPU-type choice per job, as a sparse matrix.
+
+On a cluster with several GPU types a job's throughput depends on the type it runs on
+(``Job.sensitivity_by_type``), so pooling every server into one machine and reading one
+matrix is no bound.  The typed super-machine pools the GPU servers *per type* instead and
+lets each job pick one (type, grid point); a job of >= 2 GPUs may also span types, which
+the checker values at its slowest type times its split penalty.  Rows: (4) per job class,
+then (GPUs, cores, memory) per type pool, then the same three for the whole cluster
+(``formulations/super_machine.md``, "GPU types").
+
+This module holds the plain data both builders read (:func:`gpu_pools`,
+:func:`type_options`) and the fast path (:func:`build_typed_super_machine_fast`); the Pyomo
+reference is :func:`synergy_opt.formulations.super_machine.build_typed_super_machine`.
+Tests prove the two optima equal (1e-6).  No Pyomo import here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from synergy_opt.formulations.fast import (
+    JobClass,
+    MatrixModel,
+    make_classes,
+    matrix_model,
+    useful_points,
+)
+from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
+
+#: Pool label of the whole cluster, and the "type" of a job spanning GPU types.
+ACROSS: str = "*"
+#: Pool label of GPU servers that name no ``gpu_type`` on a cluster where others do.
+UNTYPED: str = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The GPU servers of one type pooled: G_t GPUs, C_t cores, M_t GB."""
+
+    label: str
+    gpus: int
+    cpus: int
+    mem_gb: float
+
+
+@dataclass(frozen=True, slots=True)
+class TypeOption:
+    """One way a job may run: wholly on ``pool``'s type, or across types (``ACROSS``).
+
+    ``matrix`` holds the uncredited values (the floor (5) reads them); the objective (1)
+    credits them times ``credit`` (the split penalty across types, else 1)."""
+
+    pool: str
+    matrix: ThroughputMatrix
+    credit: float
+
+
+def type_label(gpu_type: str | None) -> str:
+    """The pool label of a server's ``gpu_type``."""
+    return UNTYPED if gpu_type is None else gpu_type
+
+
+def gpu_pools(inst: RoundInstance) -> tuple[Pool, ...]:
+    """One pool per GPU type of the servers with GPUs, in first-appearance order.
+
+    Servers without GPUs are left out: every placement part needs >= 1 GPU (the checker),
+    so their cores and memory serve no job."""
+    acc: dict[str, list[float]] = {}
+    for s in inst.cluster.servers:
+        if s.gpus > 0:
+            a = acc.setdefault(type_label(s.gpu_type), [0, 0, 0.0])
+            a[0] += s.gpus
+            a[1] += s.cpus
+            a[2] += s.mem_gb
+    return tuple(Pool(t, int(a[0]), int(a[1]), float(a[2])) for t, a in acc.items())
+
+
+def is_typed_round(inst: RoundInstance) -> bool:
+    """Whether the GPU servers carry two or more GPU types (else the plain model applies)."""
+    return len(gpu_pools(inst)) >= 2
+
+
+def _gpu_type_of(label: str) -> str | None:
+    return None if label == UNTYPED else label
+
+
+@lru_cache(maxsize=4096)
+def second_best_matrix(mats: tuple[ThroughputMatrix, ...]) -> ThroughputMatrix:
+    """Pointwise second-largest value of ``mats`` on the union of their grid axes.
+
+    A job spanning a set S of >= 2 types runs at min over S of W_t; the largest such
+    minimum over every S is the second-largest W_t, so this matrix never undervalues a
+    spanning job (the bound stays valid).  On the union axes every matrix's floor look-up
+    equals its own, so no allocation falls between grid points.
+    """
+    cpus = sorted({c for w in mats for c in w.cpus})
+    mems = sorted({m for w in mats for m in w.mem_gb})
+    rows = [[sorted(w.lookup(c, m) for w in mats)[-2] for m in mems] for c in cpus]
+    return ThroughputMatrix.from_lists(cpus, mems, rows)
+
+
+def type_options(inst: RoundInstance, job: Job) -> tuple[TypeOption, ...]:
+    """The job's choices: each usable type whose pool holds its GPUs, then across types.
+
+    A type is usable when the job may use its servers (``gpu_types``).  Spanning types is
+    an option for a job of >= 2 GPUs with >= 2 usable types."""
+    usable = [p for p in gpu_pools(inst) if job.gpu_types is None or p.label in job.gpu_types]
+    out = [
+        TypeOption(p.label, job.matrix_for(_gpu_type_of(p.label)), 1.0)
+        for p in usable
+        if p.gpus >= job.gpus
+    ]
+    if job.gpus >= 2 and len(usable) >= 2:
+        mats = tuple(job.matrix_for(_gpu_type_of(p.label)) for p in usable)
+        out.append(TypeOption(ACROSS, second_best_matrix(mats), job.split_penalty))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TypedKnapsackModel:
+    """The typed super-machine in matrix form; columns are (class k, option pool, point)."""
+
+    matrix: MatrixModel
+    classes: tuple[JobClass, ...]
+    pools: tuple[Pool, ...]
+    columns: tuple[tuple[int, str, tuple[int, float, float]], ...]
+
+    def picks(self, x: np.ndarray) -> list[list[tuple[str, tuple[int, float, float], int]]]:
+        """Per class, [(type pool or ACROSS, point with its uncredited W, how many jobs)]."""
+        out: list[list[tuple[str, tuple[int, float, float], int]]] = [[] for _ in self.classes]
+        for col, (k, pool, pt) in enumerate(self.columns):
+            n = int(round(float(x[col])))
+            if n > 0:
+                out[k].append((pool, pt, n))
+        return out
+
+
+def build_typed_super_machine_fast(
+    inst: RoundInstance, jobs: Sequence[Job], *, integer: bool = True, prune: bool = True
+) -> TypedKnapsackModel:
+    """The typed super-machine over ``jobs`` with the fast-path reductions.
+
+    Fair-share restriction and dominance apply within each option (its columns share the
+    same rows), classes as in :func:`synergy_opt.formulations.fast.make_classes`
+    (``class_key`` holds the per-type matrices and ``gpu_types``, so a class shares its
+    options and floor).  Rows: ``eq4[job]`` per class, then ``eqT[t]``, ``eq2[t]``,
+    ``eq3[t]`` per pool t and for the whole cluster ``*``.
+    """
+    pools = gpu_pools(inst)
+    classes = make_classes(inst, jobs)
+    n_cls = len(classes)
+    row_of = {p.label: n_cls + 3 * i for i, p in enumerate(pools)}
+    r_all = n_cls + 3 * len(pools)
+    cols: list[list[tuple[int, float]]] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    colmap: list[tuple[int, str, tuple[int, float, float]]] = []
+    for k, cl in enumerate(classes):
+        first = cl.members[0]
+        g = float(first.gpus)
+        floor = inst.fair_share_throughput(first)
+        for opt in type_options(inst, first):
+            rows = [r_all] if opt.pool == ACROSS else [row_of[opt.pool], r_all]
+            for c, m, w in useful_points(opt.matrix, floor, prune=prune):
+                col = [(k, 1.0)]
+                for r in rows:
+                    col += [(r, g), (r + 1, float(c)), (r + 2, float(m))]
+                cols.append(col)
+                cost.append(w * opt.credit)
+                upper.append(float(cl.count))
+                colmap.append((k, opt.pool, (c, m, w)))
+    counts = [float(cl.count) for cl in classes]
+    caps: list[float] = []
+    names = [f"eq4[{cl.members[0].id}]" for cl in classes]
+    whole = Pool(
+        ACROSS,
+        sum(p.gpus for p in pools),
+        sum(p.cpus for p in pools),
+        float(sum(p.mem_gb for p in pools)),
+    )
+    for p in (*pools, whole):
+        caps += [float(p.gpus), float(p.cpus), p.mem_gb]
+        names += [f"eqT[{p.label}]", f"eq2[{p.label}]", f"eq3[{p.label}]"]
+    mm = matrix_model(
+        cols,
+        cost,
+        upper,
+        [integer] * len(cost),
+        [*counts, *([-np.inf] * len(caps))],
+        [*counts, *caps],
+        names,
+        maximize=True,
+        name="typed_super_machine_fast",
+    )
+    return TypedKnapsackModel(mm, tuple(classes), pools, tuple(colmap))
+
+
+def super_machine_matrix(
+    inst: RoundInstance, jobs: Sequence[Job], *, integer: bool = True
+) -> MatrixModel:
+    """The super-machine for ``jobs`` as a matrix: typed on typed rounds, else exactly
+    :func:`synergy_opt.formulations.fast.build_super_machine_fast`'s (one type, or none)."""
+    if is_typed_round(inst):
+        return build_typed_super_machine_fast(inst, jobs, integer=integer).matrix
+    from synergy_opt.formulations.fast import build_super_machine_fast
+
+    return build_super_machine_fast(inst, jobs, integer=integer).matrix
