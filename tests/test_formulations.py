@@ -86,7 +86,32 @@ def model_names(m: pyo.ConcreteModel) -> set[str]:
     ],
 )
 def test_component_names_match_markdown(md: str, build: Any) -> None:
-    assert model_names(build(two_job_round())) == md_names(md)
+    extra = typed_only_names() if md == "super_machine" else set()
+    assert model_names(build(two_job_round())) == md_names(md) - extra
+
+
+def typed_only_names() -> set[str]:
+    """Headings of super_machine.md's GPU-types section: components only the typed model has."""
+    text = (ROOT / "formulations" / "super_machine.md").read_text(encoding="utf-8")
+    section = text.split("## GPU types", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^### `(\w+)`", section, flags=re.MULTILINE))
+
+
+def two_type_round() -> RoundInstance:
+    """two_job_round's jobs on a v100 and a k80 server, b with a slower k80 matrix."""
+    base = two_job_round()
+    a, b = base.jobs
+    slow = ThroughputMatrix.from_lists([1, 3, 5], [50.0], [[0.5], [0.5], [0.5]])
+    servers = (Server("s0", 2, 6, 100.0, "v100"), Server("s1", 2, 6, 100.0, "k80"))
+    b2 = Job("b", 2, b.sensitivity, sensitivity_by_type=(("k80", slow),))
+    return RoundInstance("two-typed", Cluster(servers), (a, b2))
+
+
+def test_typed_super_machine_names_match_markdown() -> None:
+    """The typed model has every heading of super_machine.md, the GPU-types one included."""
+    m = super_machine.build_typed_super_machine(two_type_round())
+    assert typed_only_names() == {"eqT_gpu_capacity"}
+    assert model_names(m) == md_names("super_machine")
 
 
 def test_paper_names_present() -> None:
