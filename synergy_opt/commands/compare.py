@@ -14,7 +14,7 @@ import logging
 import sys
 
 from synergy_opt.commands.common import UsageError
-from synergy_opt.commands.simulate import (
+from synergy_opt.commands.simopts import (
     add_common_options,
     build_config,
     build_trace,

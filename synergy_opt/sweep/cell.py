@@ -15,24 +15,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from synergy_opt.errors import InputError
 from synergy_opt.io import dumps, load_cluster
-from synergy_opt.mechanisms import MechanismOptions
 from synergy_opt.profiles import CATEGORIES, ProfileLibrary, load_profiles
-from synergy_opt.sim.config import SimConfig, paper_cluster
+from synergy_opt.sim import options
+from synergy_opt.sim.config import SimConfig
 from synergy_opt.sim.engine import SimulationError, simulate
 from synergy_opt.sim.metrics import jobs_csv, summarize
-from synergy_opt.sim.semantics import get_semantics
 from synergy_opt.sim.workload import (
     DURATION_CLASSES,
     MULTI_GPU_SIZES,
     WorkloadSpec,
-    generate_workload,
     philly_runtimes_s,
 )
-from synergy_opt.sweep.spec import Cell, SpecError, SweepSpec
+from synergy_opt.sweep.spec import OPTIONS, Cell, SpecError, SweepSpec
 from synergy_opt.tracefile import TraceJob, check_trace, read_trace
 from synergy_opt.types import Cluster
 
@@ -92,6 +88,15 @@ class _Inputs:
         return self.traces[key]
 
 
+def cell_options(cell: Cell) -> options.Option:
+    """The cell's options as :mod:`synergy_opt.sim.options` reads them (the command's names).
+
+    An option cells do not have (``fair_share``, ``max_fragmented``) reads as ``None``, the
+    command line's default.
+    """
+    return lambda name: cell.get(name) if name in OPTIONS else None
+
+
 def _cluster(cell: Cell, blame: Blame, inputs: _Inputs) -> tuple[Cluster, str, str]:
     """The cell's cluster, the name to blame for its size and for its cores per GPU."""
     if cell.get("cluster") is not None:
@@ -99,13 +104,13 @@ def _cluster(cell: Cell, blame: Blame, inputs: _Inputs) -> tuple[Cluster, str, s
         where = f"{blame('cluster')}: {path}"
         return inputs.cluster(path, blame), where, where
     servers, gpus = cell.get("servers"), cell.get("gpus_per_server")
-    ratio = cell.get("cpus_per_gpu")
-    cpus = cell.get("cpus_per_server") if ratio is None else round(ratio * gpus)
-    shape = blame("cpus_per_server" if ratio is None else "cpus_per_gpu")
+    opt = cell_options(cell)
+    cpus = options.cores_per_server(opt)
+    shape = blame("cpus_per_server" if cell.get("cpus_per_gpu") is None else "cpus_per_gpu")
     if cpus < 1:
         raise SpecError(f"{shape}: gives {cpus} cores per server")
     size = f"{blame('servers')}: {servers} servers x {gpus} GPUs"
-    return paper_cluster(servers, gpus, cpus, cell.get("mem_per_server_gb")), size, shape
+    return options.build_cluster(opt), size, shape
 
 
 def sim_config(cell: Cell, blame: Blame | None = None, inputs: _Inputs | None = None) -> SimConfig:
@@ -113,17 +118,7 @@ def sim_config(cell: Cell, blame: Blame | None = None, inputs: _Inputs | None = 
     blame = blame or cell_blame(cell)
     cluster, _, _ = _cluster(cell, blame, inputs or _Inputs())
     try:
-        return SimConfig(
-            cluster=cluster,
-            round_s=cell.get("round_seconds"),
-            window=cell.get("window"),
-            stop_after_window=not cell.get("run_to_completion"),
-            preemption_cost_s=cell.get("preemption_cost_s"),
-            check_rounds=cell.get("check_rounds"),
-            max_jobs=cell.get("max_jobs"),
-            time_scale=cell.get("time_scale"),
-            semantics=get_semantics(cell.get("semantics")),
-        )
+        return options.build_config(cell_options(cell), cluster)
     except ValueError as e:
         raise _blamed(blame, e) from None
 
@@ -131,14 +126,7 @@ def sim_config(cell: Cell, blame: Blame | None = None, inputs: _Inputs | None = 
 def workload_spec(cell: Cell, blame: Blame | None = None) -> WorkloadSpec:
     """The generated workload of ``cell`` (ignored when it replays a trace)."""
     try:
-        return WorkloadSpec(
-            kind=cell.get("workload"),
-            jobs=cell.get("jobs"),
-            arrival_rate_per_h=cell.get("arrival_rate"),
-            split=cell.get("split"),
-            durations=cell.get("durations"),
-            assignment=cell.get("assignment"),
-        )
+        return options.workload_spec(cell_options(cell))
     except ValueError as e:
         raise _blamed(blame or cell_blame(cell), e) from None
 
@@ -245,20 +233,18 @@ def simulate_cell(cell: Cell) -> dict[str, str]:
         trace = read_trace(cell.get("trace"), profiles)
     else:
         try:
-            trace = generate_workload(
-                workload_spec(cell), profiles, np.random.default_rng(cell.get("seed"))
-            )
+            workload_spec(cell)  # a bad workload option is blamed on the cell's field
+            trace = options.generate_trace(cell_options(cell), profiles)
         except ValueError as e:  # the split names a category without a model profile
             raise SpecError(f"{cell.key}: {e}") from None
-    options = MechanismOptions(
-        solver=cell.get("solver"), time_limit_s=cell.get("time_limit"), threads=cell.get("threads")
-    )
     config = sim_config(cell)
     try:
         result = simulate(
             config,
             trace,
-            config.semantics.make_mechanism(cell.get("mechanism"), options),
+            config.semantics.make_mechanism(
+                cell.get("mechanism"), options.mechanism_options(cell_options(cell))
+            ),
             cell.get("policy"),
             profiles=profiles,
         )
