@@ -589,9 +589,12 @@ def test_deploy_keeps_avoided_servers_free_when_it_can() -> None:
     assert kept is not None and sum(p.cpus for p in kept["a"]) == 20
 
 
-def test_no_bound_claimed_with_per_type_matrices() -> None:
+def test_typed_bound_claimed_with_per_type_matrices() -> None:
     """With per-GPU-type matrices a job may realise more on a faster type than its
-    reference matrix says, so the super-machine is no bound: none is claimed."""
+    reference matrix says, so the plain super-machine is no bound: the typed one is."""
+    from synergy_opt.formulations.fast import build_super_machine_fast
+    from synergy_opt.formulations.typed_fast import build_typed_super_machine_fast
+    from synergy_opt.solve import solve_matrix
     from synergy_opt.types import ThroughputMatrix
 
     slow = ThroughputMatrix.from_lists([2, 4], [50.0, 100.0], [[1.0, 1.2], [1.3, 1.5]])
@@ -601,7 +604,11 @@ def test_no_bound_claimed_with_per_type_matrices() -> None:
     inst = RoundInstance("typed", cl, jobs)
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
-    assert alloc.upper_bound is None
+    typed = solve_matrix(build_typed_super_machine_fast(inst, inst.jobs).matrix, "highs")
+    assert alloc.upper_bound == pytest.approx(typed.objective, abs=ABS_TOL)
+    plain = solve_matrix(build_super_machine_fast(inst, inst.jobs).matrix, "highs")
+    assert alloc.total_throughput > plain.objective + 0.5  # the plain optimum bounds nothing
+    assert alloc.total_throughput <= alloc.upper_bound + ABS_TOL
     assert len(alloc.jobs) == 4
     assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
 

@@ -193,9 +193,9 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
 def build_typed_super_machine(
     inst: RoundInstance, jobs: Sequence[Job] | None = None, *, relax: bool = False
 ) -> pyo.ConcreteModel:
-    """The super-machine with a GPU-type choice per job; on one type (or none), exactly
-    :func:`build_super_machine`."""
-    if not is_typed_round(inst):
+    """The super-machine with a GPU-type choice per job; on one type (or none) where every
+    job runs by its ``sensitivity``, exactly :func:`build_super_machine`."""
+    if not is_typed_round(inst, jobs):
         return build_super_machine(inst, jobs, relax=relax)
     return build_typed_from_data(_typed_model_data(inst, jobs), relax=relax)
 

@@ -79,9 +79,17 @@ def gpu_pools(inst: RoundInstance) -> tuple[Pool, ...]:
     return tuple(Pool(t, int(a[0]), int(a[1]), float(a[2])) for t, a in acc.items())
 
 
-def is_typed_round(inst: RoundInstance) -> bool:
-    """Whether the GPU servers carry two or more GPU types (else the plain model applies)."""
-    return len(gpu_pools(inst)) >= 2
+def is_typed_round(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> bool:
+    """Whether the typed model is needed: the GPU servers carry two or more GPU types, or a
+    job of ``jobs`` (default: the round's) runs by another matrix than its ``sensitivity``
+    on the one type there is.  Otherwise the plain model (1)-(5) is the same model."""
+    if len(gpu_pools(inst)) >= 2:
+        return True
+    return any(
+        any(w != job.sensitivity for w in inst.usable_matrices(job))
+        for job in (inst.jobs if jobs is None else jobs)
+        if job.sensitivity_by_type is not None
+    )
 
 
 def _gpu_type_of(label: str) -> str | None:
@@ -204,7 +212,7 @@ def super_machine_matrix(
 ) -> MatrixModel:
     """The super-machine for ``jobs`` as a matrix: typed on typed rounds, else exactly
     :func:`synergy_opt.formulations.fast.build_super_machine_fast`'s (one type, or none)."""
-    if is_typed_round(inst):
+    if is_typed_round(inst, jobs):
         return build_typed_super_machine_fast(inst, jobs, integer=integer).matrix
     from synergy_opt.formulations.fast import build_super_machine_fast
 

@@ -17,6 +17,7 @@ from synergy_opt.formulations.fast import (
     build_super_machine_split,
     class_key,
 )
+from synergy_opt.formulations.typed_fast import is_typed_round, super_machine_matrix
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt.configure import reoptimise
 from synergy_opt.mechanisms.opt.context import (
@@ -29,6 +30,7 @@ from synergy_opt.mechanisms.opt.context import (
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.routes import ROUTES
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
+from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
@@ -200,6 +202,9 @@ class Opt:
             log.info("opt on %s: replayed the answer of an identical earlier round", inst.name)
             return _better_of(inst, mine, tune, self.name, t0, checked=True)
         out = self._solve(inst, runnable, tune, t0)
+        if any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable):
+            out = choose_types(inst, runnable, out, self.options, Opt(self.options).allocate)
+            out = dataclasses.replace(out, solve_seconds=time.perf_counter() - t0)
         if not out.notes and out.upper_bound is not None:
             self._cache[key] = CachedRound.of(inst, runnable, out)
             while len(self._cache) > ROUND_CACHE_SIZE:
@@ -221,9 +226,10 @@ class Opt:
         )
         upper = res.dual_bound
         if any(j.sensitivity_by_type for j in runnable):
-            # The super-machine reads each job's reference matrix; on a faster GPU type a
-            # job may realise more, so its optimum is no bound there (its points still guide).
-            upper = None
+            # The split-aware super-machine reads each job's reference matrix; on a faster
+            # GPU type a job may realise more, so its optimum is no bound there (its points
+            # still guide): the typed super-machine's is.
+            upper = self._typed_bound(inst, runnable, clock)
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
             return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
@@ -242,6 +248,21 @@ class Opt:
             mine = dataclasses.replace(mine, upper_bound=self._tighter_bound(ctx, upper))
         return _better_of(inst, mine, tune, self.name, t0)
 
+    def _typed_bound(
+        self, inst: RoundInstance, runnable: Sequence[Job], clock: Clock
+    ) -> float | None:
+        """The typed super-machine's dual bound over the runnable set (one GPU-type choice
+        per job, ``formulations/super_machine.md``), ``None`` when the solve gives none."""
+        res = solve_matrix(
+            super_machine_matrix(inst, runnable),
+            self.options.solver,
+            time_limit=clock.left(),
+            threads=self.options.threads,
+            rel_gap=DEFAULT_REL_GAP,
+        )
+        log.info("typed super-machine bound %s (%s)", res.dual_bound, res.status)
+        return res.dual_bound
+
     def _tighter_bound(self, ctx: RoundContext, upper: float) -> float:
         """min(super-machine, LP relaxation of the per-server counting model) on rounds of
         at most :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
@@ -254,9 +275,10 @@ class Opt:
         from synergy_opt.formulations.counting import counting_data
         from synergy_opt.formulations.counting_fast import build_counting_matrix
 
-        lp = ctx.solve(
-            build_counting_matrix(counting_data(ctx.inst, ctx.runnable), relax=True).matrix
-        )
+        data = counting_data(ctx.inst, ctx.runnable)
+        if any(j.sensitivity_by_type for j in ctx.runnable) and not data["bound_valid"]:
+            return upper  # a job with three or more matrices: the counting LP bounds nothing
+        lp = ctx.solve(build_counting_matrix(data, relax=True).matrix)
         if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
             return min(upper, lp.dual_bound)
         return upper

@@ -1,0 +1,136 @@
+"""OPT on typed rounds: the typed super-machine picks each job's GPU type.
+
+OPT's routes place jobs by one matrix each.  On a round whose jobs carry per-type matrices
+the typed super-machine (``formulations/super_machine.md``, "GPU types") chooses a type and
+a grid point per job together; fixing each job to its chosen type (``gpu_types`` = that
+type, matrix = its matrix there) gives a round the routes handle as they are, and its
+placements are re-valued on the original round.  A job the model spans across types keeps
+its usable types and is read by its pointwise-lowest matrix (what spanning guarantees).
+The answer is checked on the original round and kept only if it beats OPT's plain answer
+and ``tune-typed``'s (never below either).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+
+from synergy_opt.check import check_allocation
+from synergy_opt.errors import ValidationError
+from synergy_opt.formulations.typed_fast import (
+    ACROSS,
+    UNTYPED,
+    TypedKnapsackModel,
+    build_typed_super_machine_fast,
+)
+from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism
+from synergy_opt.solve import DEFAULT_REL_GAP, solve_matrix
+from synergy_opt.types import (
+    THROUGHPUT_EPS,
+    Allocation,
+    Job,
+    RoundInstance,
+    ThroughputMatrix,
+    build_allocation,
+)
+
+log = logging.getLogger(__name__)
+
+
+def lowest_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
+    """Pointwise minimum of ``mats`` on the union of their grid axes (floor look-ups)."""
+    if len(mats) == 1:
+        return mats[0]
+    cpus = sorted({c for w in mats for c in w.cpus})
+    mems = sorted({m for w in mats for m in w.mem_gb})
+    rows = [[min(w.lookup(c, m) for w in mats) for m in mems] for c in cpus]
+    return ThroughputMatrix.from_lists(cpus, mems, rows)
+
+
+def fix_types(
+    inst: RoundInstance, ksm: TypedKnapsackModel, picks: Sequence[Sequence[tuple]]
+) -> RoundInstance | None:
+    """The round with each runnable job fixed to its picked type (``None`` if invalid).
+
+    Within a class, higher-priority jobs take the higher-valued picks (as OPT's demand
+    classes do).  Jobs outside the model (not runnable) and jobs spanning types keep their
+    usable types, read by their lowest matrix; no job keeps per-type matrices."""
+    fixed: dict[str, Job] = {}
+    for cl, pk in zip(ksm.classes, picks, strict=True):
+        members = list(cl.members)
+        for pool, _pt, n in sorted(pk, key=lambda p: (-p[1][2], p[0])):
+            take, members = members[:n], members[n:]
+            for job in take:
+                if pool in (ACROSS, UNTYPED):
+                    fixed[job.id] = _spanning(inst, job)
+                else:
+                    fixed[job.id] = dataclasses.replace(
+                        job,
+                        sensitivity=job.matrix_for(pool),
+                        sensitivity_by_type=None,
+                        gpu_types=(pool,),
+                    )
+    jobs = tuple(fixed.get(j.id) or _spanning(inst, j) for j in inst.jobs)
+    try:
+        return RoundInstance(inst.name, inst.cluster, jobs, inst.fair_share_rule)
+    except ValidationError as exc:  # pragma: no cover - pools hold each whole pick's GPUs
+        log.info("typed type choice skipped: %s", exc)
+        return None
+
+
+def _spanning(inst: RoundInstance, job: Job) -> Job:
+    if job.sensitivity_by_type is None:
+        return job
+    low = lowest_matrix(inst.usable_matrices(job))
+    return dataclasses.replace(job, sensitivity=low, sensitivity_by_type=None)
+
+
+def choose_types(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    out: Allocation,
+    options: MechanismOptions,
+    solve_fixed: Callable[[RoundInstance], Allocation],
+) -> Allocation:
+    """The best checked allocation of: ``out`` (OPT's plain answer), OPT on the round with
+    types fixed by the typed super-machine, and ``tune-typed``; labelled as ``out``."""
+    name = out.mechanism
+    cands: list[tuple[Allocation, str]] = [(out, "")]
+    ksm = build_typed_super_machine_fast(inst, runnable)
+    res = solve_matrix(
+        ksm.matrix,
+        options.solver,
+        time_limit=options.time_limit_s,
+        threads=options.threads,
+        rel_gap=DEFAULT_REL_GAP,
+    )
+    if res.x is not None:
+        mod = fix_types(inst, ksm, ksm.picks(res.x))
+        if mod is not None:
+            sub = solve_fixed(mod)
+            placements = {ja.id: ja.placement for ja in sub.jobs}
+            cands.append((build_allocation(inst, name, placements), ""))
+    tt = make_mechanism("tune-typed", options).allocate(inst)
+    cands.append((tt, "returned tune-typed's allocation: its total beats opt's"))
+    best, note = out, ""
+    for alloc, why in cands[1:]:
+        if alloc.total_throughput <= best.total_throughput + THROUGHPUT_EPS:
+            continue
+        bad = check_allocation(inst, alloc, fair_share=True)
+        if bad:
+            log.info("%s on %s: a typed candidate failed the check (%s)", name, inst.name, bad[0])
+            continue
+        best, note = alloc, why
+    if best is out:
+        return out
+    # The typed super-machine's dual bound covers the runnable set: claimed only when the
+    # answer schedules exactly that set (as for every OPT bound).
+    upper = res.dual_bound
+    notes = [note] if note else []
+    if upper is not None and {j.id for j in best.jobs} != {j.id for j in runnable}:
+        upper = None
+        notes.append("no upper bound: only part of the runnable set is scheduled")
+    return dataclasses.replace(
+        best, mechanism=name, solver=out.solver, upper_bound=upper, notes=tuple(notes)
+    )
