@@ -1,0 +1,200 @@
+"""The typed super-machine (GPU-type choice per job) and its use by OPT.
+
+Over generated typed rounds (``generate --gpu-types``): the Pyomo reference and the matrix
+fast path have the same optimum (1e-6); typed super-machine >= opt >= tune on the same
+scheduled set, and >= the exact optimum where ``opt-exact`` is exact (two types); every
+mechanism passes the checker; a one-type cluster gives exactly the plain model's answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from synergy_opt.check import check_allocation
+from synergy_opt.formulations import fast, super_machine, typed_fast
+from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, generate_instance
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix, solve_pyomo
+from synergy_opt.types import Cluster, Job, RoundInstance, Server, ThroughputMatrix
+
+ABS_TOL = REL_TOL = 1e-6
+THREE_TYPES = (("v100", 8), ("p100", 4), ("k80", 4))
+TWO_TYPES = (("v100", 8), ("k80", 8))
+
+
+def approx(x: float) -> Any:
+    return pytest.approx(x, rel=REL_TOL, abs=ABS_TOL)
+
+
+def optimal(res: SolveResult) -> float:
+    assert res.status is TerminationStatus.OPTIMAL, res
+    assert res.objective is not None
+    return res.objective
+
+
+#: Two server shapes (12 and 24 cores per 4 GPUs): the per-server rule's shares differ.
+MIXED_SHAPES = ((2, 4, 12, 250.0), (2, 4, 24, 500.0))
+
+
+def typed_round(
+    seed: int,
+    types: tuple[tuple[str, int], ...] = THREE_TYPES,
+    rule: str | None = None,
+    load: float = 1.2,
+    mixed: bool = False,
+) -> RoundInstance:
+    """16 GPUs on 4-GPU servers, the paper's multi-GPU mix, split penalties 0.8-0.95."""
+    return generate_instance(
+        GenerateSpec(
+            server_shapes=MIXED_SHAPES if mixed else None,
+            servers=4,
+            gpus_per_server=4,
+            cpus_per_server=12,
+            mem_per_server_gb=250.0,
+            jobs=None,
+            gpu_load=load,
+            gpu_mix=tuple(MULTI_GPU_MIX.items()),
+            seed=seed,
+            split_penalty=(0.8, 0.95),
+            gpu_types=types,
+            fair_share_rule=rule,
+        )
+    )
+
+
+#: (seed, rule, mixed shapes): the rules differ only on mixed shapes.
+CASES = [(seed, rule, True) for seed in range(4) for rule in ("server", "cluster")] + [
+    (seed, "server", False) for seed in range(4)
+]
+
+
+def typed_optimum(inst: RoundInstance, jobs: list[Job]) -> float:
+    return optimal(solve_matrix(typed_fast.build_typed_super_machine_fast(inst, jobs).matrix))
+
+
+@pytest.mark.parametrize(("seed", "rule", "mixed"), CASES)
+def test_fast_path_equals_pyomo_reference(seed: int, rule: str, mixed: bool) -> None:
+    inst = typed_round(seed, rule=rule, mixed=mixed)
+    run = select_runnable(inst)
+    assert typed_fast.is_typed_round(inst, run)
+    ref = optimal(solve_pyomo(super_machine.build_typed_super_machine(inst, run), "highs"))
+    assert typed_optimum(inst, run) == approx(ref)
+    unpruned = typed_fast.build_typed_super_machine_fast(inst, run, prune=False)
+    assert optimal(solve_matrix(unpruned.matrix)) == approx(ref)
+
+
+def test_row_names_name_the_pools() -> None:
+    inst = typed_round(0)
+    k = typed_fast.build_typed_super_machine_fast(inst, select_runnable(inst))
+    pools = [n for n in k.matrix.row_names if not n.startswith("eq4[")]
+    labels = ["v100", "p100", "k80", "*"]
+    assert pools == [f"{e}[{t}]" for t in labels for e in ("eqT", "eq2", "eq3")]
+
+
+@pytest.mark.parametrize(("seed", "rule", "mixed"), CASES)
+def test_typed_super_machine_bounds_opt_and_opt_beats_tune(
+    seed: int, rule: str, mixed: bool
+) -> None:
+    inst = typed_round(seed, rule=rule, mixed=mixed)
+    run = select_runnable(inst)
+    ids = {j.id for j in run}
+    bound = typed_optimum(inst, run)
+    opt = make_mechanism("opt").allocate(inst)
+    assert check_allocation(inst, opt, fair_share=True) == []
+    for name in ("tune", "tune-typed"):
+        other = make_mechanism(name).allocate(inst)
+        if {j.id for j in other.jobs} == ids:
+            assert other.total_throughput <= bound + ABS_TOL, name
+        assert opt.total_throughput >= other.total_throughput - ABS_TOL, name
+    if {j.id for j in opt.jobs} == ids:
+        assert opt.total_throughput <= bound + ABS_TOL
+        assert opt.upper_bound == pytest.approx(bound, rel=1e-4)
+    else:
+        assert opt.upper_bound is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_typed_super_machine_bounds_the_exact_optimum(seed: int) -> None:
+    """On two types (two matrices per job) opt-exact is the exact optimum: never above."""
+    inst = typed_round(seed, TWO_TYPES, load=0.9)
+    run = select_runnable(inst)
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=20)).allocate(inst)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    if {j.id for j in exact.jobs} == {j.id for j in run}:
+        assert exact.total_throughput <= typed_optimum(inst, run) + ABS_TOL
+
+
+@pytest.mark.parametrize("name", mechanism_names())
+def test_every_mechanism_passes_the_checker(name: str) -> None:
+    keeps = name in mechanism_names(keeps_fair_share=True)
+    for seed in (1, 2):
+        inst = typed_round(seed, mixed=seed == 2)
+        alloc = make_mechanism(name, MechanismOptions(time_limit_s=20)).allocate(inst)
+        assert check_allocation(inst, alloc, fair_share=keeps) == [], (name, seed)
+        assert alloc.jobs
+
+
+def spanning_round(penalty: float) -> tuple[RoundInstance, ThroughputMatrix]:
+    """One 2-GPU job and two 1-GPU servers of different types: it must span types."""
+    v = ThroughputMatrix.from_lists([2, 4], [50.0], [[1.0], [2.0]])
+    p = ThroughputMatrix.from_lists([2, 4], [50.0], [[0.8], [1.5]])
+    k = ThroughputMatrix.from_lists([2, 4], [50.0], [[0.5], [0.6]])
+    servers = (
+        Server("a", 1, 4, 100.0, "v100"),
+        Server("b", 1, 4, 100.0, "p100"),
+        Server("c", 1, 4, 100.0, "k80"),
+    )
+    job = Job("j", 2, v, split_penalty=penalty, sensitivity_by_type=(("p100", p), ("k80", k)))
+    return RoundInstance("span", Cluster(servers), (job,), "cluster"), p
+
+
+def test_spanning_types_is_valued_at_the_second_best_type() -> None:
+    """The job realises min(W_v100, W_p100) = W_p100 on the v100 and p100 servers (the
+    best pair): the typed model credits exactly that times the penalty, and opt reaches it."""
+    inst, p = spanning_round(0.9)
+    bound = typed_optimum(inst, list(inst.jobs))
+    assert bound == approx(0.9 * p.lookup(8, 100.0))
+    opt = make_mechanism("opt").allocate(inst)
+    assert check_allocation(inst, opt, fair_share=True) == []
+    assert opt.total_throughput <= bound + ABS_TOL
+    assert opt.upper_bound == approx(bound)
+    best_pair = typed_fast.second_best_matrix(tuple(inst.usable_matrices(inst.jobs[0])))
+    assert best_pair.lookup(4, 50.0) == 1.5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_type_cluster_gives_todays_model(seed: int) -> None:
+    inst = typed_round(seed, (("v100", 16),), rule=("server", "cluster")[seed % 2])
+    run = select_runnable(inst)
+    assert not typed_fast.is_typed_round(inst, run)
+    typed = super_machine.build_typed_super_machine(inst, run)
+    plain = super_machine.build_super_machine(inst, run)
+    assert typed.name == plain.name == "super_machine"
+    assert typed.eq2_cpu_capacity.body.to_string() == plain.eq2_cpu_capacity.body.to_string()
+    a = typed_fast.super_machine_matrix(inst, run)
+    b = fast.build_super_machine_fast(inst, run).matrix
+    for field in ("cost", "col_upper", "row_lower", "row_upper", "a_start", "a_index", "a_value"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+    assert a.row_names == b.row_names
+    ref = optimal(solve_pyomo(plain, "highs"))
+    assert optimal(solve_matrix(a)) == approx(ref)
+
+
+def test_one_type_with_another_matrix_is_typed() -> None:
+    """One GPU type whose per-type matrix differs from the reference: the plain model would
+    read the wrong matrix, so the typed model (one pool) is used."""
+    slow = ThroughputMatrix.from_lists([2, 4], [50.0], [[0.5], [0.6]])
+    ref = ThroughputMatrix.from_lists([2, 4], [50.0], [[1.0], [2.0]])
+    inst = RoundInstance(
+        "k80-only",
+        Cluster((Server("s0", 2, 8, 100.0, "k80"),)),
+        (Job("j", 1, ref, sensitivity_by_type=(("k80", slow),)),),
+    )
+    assert typed_fast.is_typed_round(inst)
+    assert typed_optimum(inst, list(inst.jobs)) == approx(0.6)
+    ref_opt = solve_pyomo(super_machine.build_typed_super_machine(inst), "highs")
+    assert optimal(ref_opt) == approx(0.6)
