@@ -198,3 +198,39 @@ def test_one_type_with_another_matrix_is_typed() -> None:
     assert typed_optimum(inst, list(inst.jobs)) == approx(0.6)
     ref_opt = solve_pyomo(super_machine.build_typed_super_machine(inst), "highs")
     assert optimal(ref_opt) == approx(0.6)
+
+
+def test_opt_chooses_types_from_the_typed_model() -> None:
+    """On a 3-type 128-GPU multi-GPU round, the typed model's type choice fixes every
+    runnable job to one type within each type's GPUs, and OPT's routes on that round beat
+    both TUNE and tune-typed (no fallback note)."""
+    from synergy_opt.mechanisms.opt.typed import fix_types
+
+    spec = GenerateSpec(
+        gpu_load=1.2,
+        gpu_types=(("v100", 48), ("p100", 48), ("k80", 32)),
+        seed=2,
+        gpu_mix=tuple(MULTI_GPU_MIX.items()),
+    )
+    inst = generate_instance(spec)
+    run = select_runnable(inst)
+    k = typed_fast.build_typed_super_machine_fast(inst, run)
+    res = solve_matrix(k.matrix)
+    assert res.x is not None
+    mod = fix_types(inst, k, k.picks(res.x))
+    assert mod is not None
+    ids = {j.id for j in run}
+    used: dict[str, int] = {}
+    for j in mod.jobs:
+        if j.id in ids:
+            assert j.gpu_types is not None and len(j.gpu_types) == 1, j.id
+            used[j.gpu_types[0]] = used.get(j.gpu_types[0], 0) + j.gpus
+    assert used and all(used[t] <= g for t, g in spec.gpu_types if t in used)
+    opt = make_mechanism("opt").allocate(inst)
+    assert check_allocation(inst, opt, fair_share=True) == []
+    assert opt.notes == ()
+    best_tune = max(
+        make_mechanism(n).allocate(inst).total_throughput for n in ("tune", "tune-typed")
+    )
+    assert opt.total_throughput > best_tune + 1.0
+    assert opt.total_throughput <= opt.upper_bound + ABS_TOL

@@ -23,6 +23,7 @@ from synergy_opt.formulations.typed_fast import (
     UNTYPED,
     TypedKnapsackModel,
     build_typed_super_machine_fast,
+    gpu_pools,
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism
 from synergy_opt.solve import DEFAULT_REL_GAP, solve_matrix
@@ -54,24 +55,50 @@ def fix_types(
     """The round with each runnable job fixed to its picked type (``None`` if invalid).
 
     Within a class, higher-priority jobs take the higher-valued picks (as OPT's demand
-    classes do).  Jobs outside the model (not runnable) and jobs spanning types keep their
-    usable types, read by their lowest matrix; no job keeps per-type matrices."""
-    fixed: dict[str, Job] = {}
+    classes do).  A job the model spans across types (its rows are only the whole
+    cluster's, so the model is free to span where one type would do) is fixed, in priority
+    order, to the usable type with GPUs left after the whole-type picks where its matrix
+    is highest at its point; failing that it keeps its usable types, read by its lowest
+    matrix, as do jobs outside the model.  No job keeps per-type matrices."""
+    pools = gpu_pools(inst)
+    free = {p.label: p.gpus for p in pools}
+    chosen: dict[str, str | None] = {}
+    point: dict[str, tuple[int, float]] = {}
     for cl, pk in zip(ksm.classes, picks, strict=True):
         members = list(cl.members)
-        for pool, _pt, n in sorted(pk, key=lambda p: (-p[1][2], p[0])):
+        for pool, (c, m, _), n in sorted(pk, key=lambda p: (-p[1][2], p[0])):
             take, members = members[:n], members[n:]
             for job in take:
-                if pool in (ACROSS, UNTYPED):
-                    fixed[job.id] = _spanning(inst, job)
-                else:
-                    fixed[job.id] = dataclasses.replace(
-                        job,
-                        sensitivity=job.matrix_for(pool),
-                        sensitivity_by_type=None,
-                        gpu_types=(pool,),
-                    )
-    jobs = tuple(fixed.get(j.id) or _spanning(inst, j) for j in inst.jobs)
+                point[job.id] = (c, m)
+                chosen[job.id] = None if pool in (ACROSS, UNTYPED) else pool
+                if chosen[job.id] is not None:
+                    free[pool] -= job.gpus
+    for job in inst.jobs:  # spanning picks, priority order
+        if job.id not in chosen or chosen[job.id] is not None:
+            continue
+        c, m = point[job.id]
+        fits = [
+            p.label
+            for p in pools
+            if p.label != UNTYPED
+            and free[p.label] >= job.gpus
+            and (job.gpu_types is None or p.label in job.gpu_types)
+        ]
+        if fits:
+            best = max(fits, key=lambda t: job.matrix_for(t).lookup(c, m))
+            chosen[job.id] = best
+            free[best] -= job.gpus
+    jobs = tuple(
+        _spanning(inst, j)
+        if chosen.get(j.id) is None
+        else dataclasses.replace(
+            j,
+            sensitivity=j.matrix_for(chosen[j.id]),
+            sensitivity_by_type=None,
+            gpu_types=(chosen[j.id],),
+        )
+        for j in inst.jobs
+    )
     try:
         return RoundInstance(inst.name, inst.cluster, jobs, inst.fair_share_rule)
     except ValidationError as exc:  # pragma: no cover - pools hold each whole pick's GPUs
