@@ -72,7 +72,7 @@ _ALL: list[dict] = []
 
 def _run(cfg: SimConfig, trace: tuple, mech: str, policy: str = "fifo", label: str = "") -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
-    s = summarize(simulate(cfg, trace, mech, policy))
+    s = summarize(simulate(cfg, trace, mech, policy, profiles=shipped_profiles()))
     # Wall time is what the user waits; CPU time is robust to other processes sharing the
     # machine (with a loaded machine the two differ by the share this process got).
     s["wall_total_s"] = time.perf_counter() - t0

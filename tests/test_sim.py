@@ -12,7 +12,7 @@ import pytest
 
 from synergy_opt.io import InputError, cluster_from_dict
 from synergy_opt.mechanisms import make_mechanism, mechanism_names
-from synergy_opt.profiles import shipped_profiles
+from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.sim import (
     SimConfig,
     SimulationError,
@@ -28,6 +28,8 @@ from synergy_opt.sim.metrics import TIMING_FIELDS, jobs_csv
 from synergy_opt.tracefile import TraceJob, read_trace
 from synergy_opt.types import Allocation, RoundInstance
 
+#: The simulator loads no profiles itself: every run names the library its trace uses.
+LIB = shipped_profiles()
 ABS_TOL = REL_TOL = 1e-6
 DATA = Path(__file__).parent / "data" / "sim"
 #: Every registered mechanism that needs no solver (the registry's capability flags).
@@ -73,7 +75,11 @@ def test_golden_ten_job_trace_matches_the_hand_worked_schedule(tmp_path: Path) -
     expected = json.loads((DATA / "golden10_expected.json").read_text())
     cfg = SimConfig(cluster_from_dict(expected["cluster"]), round_s=expected["round_s"])
     res = simulate(
-        cfg, read_trace(DATA / "golden10.csv"), expected["mechanism"], expected["policy"]
+        cfg,
+        read_trace(DATA / "golden10.csv"),
+        expected["mechanism"],
+        expected["policy"],
+        profiles=LIB,
     )
     assert {j.id: j.start_s for j in res.jobs} == {
         k: float(v) for k, v in expected["start_s"].items()
@@ -96,7 +102,7 @@ def test_speed_up_shortens_a_job_by_its_throughput_ratio() -> None:
     trace = [TraceJob("a", 0.0, 1, "res18", 7200.0)]
     cfg = SimConfig(paper_cluster())
     for mech, finish in (("tune", 3000.0), ("greedy", 3000.0), ("proportional", 7200.0)):
-        res = simulate(cfg, trace, mech, "fifo")
+        res = simulate(cfg, trace, mech, "fifo", profiles=LIB)
         assert res.jobs[0].finish_s == pytest.approx(finish, rel=REL_TOL, abs=ABS_TOL), mech
 
 
@@ -104,9 +110,13 @@ def test_preemption_cost_is_paid_on_start_and_on_every_move_only() -> None:
     # Alone on the cluster the job keeps its placement: it pays 60 s once, so 600 s of work
     # needs 3 rounds (240 + 300 + 60) instead of 2.
     trace = [TraceJob("a", 0.0, 1, "gnmt", 600.0)]
-    free = simulate(SimConfig(paper_cluster()), trace, "proportional", "fifo")
+    free = simulate(SimConfig(paper_cluster()), trace, "proportional", "fifo", profiles=LIB)
     costly = simulate(
-        SimConfig(paper_cluster(), preemption_cost_s=60.0), trace, "proportional", "fifo"
+        SimConfig(paper_cluster(), preemption_cost_s=60.0),
+        trace,
+        "proportional",
+        "fifo",
+        profiles=LIB,
     )
     assert free.jobs[0].finish_s == 600.0 and costly.jobs[0].finish_s == 900.0
 
@@ -116,7 +126,7 @@ def test_idle_stretches_are_skipped_to_the_next_arrival() -> None:
         TraceJob("a", 0.0, 1, "gnmt", 300.0),
         TraceJob("b", 10 * 86400.0 + 1, 1, "gnmt", 300.0),
     ]
-    res = simulate(SimConfig(paper_cluster()), trace, "tune", "fifo")
+    res = simulate(SimConfig(paper_cluster()), trace, "tune", "fifo", profiles=LIB)
     assert len(res.rounds) == 2
     assert res.jobs[1].start_s == 10 * 86400.0 + 300.0
 
@@ -130,7 +140,7 @@ def test_invariants_on_a_loaded_trace(mech: str) -> None:
     # the multi-GPU mix produces, so it is checked on the single-GPU trace.
     trace = small_trace("single-gpu" if mech == "greedy" else "multi-gpu")
     cfg = replace(small_cluster(), check_rounds=True)  # the checker runs on every round
-    res = simulate(cfg, trace, mech, "fifo")
+    res = simulate(cfg, trace, mech, "fifo", profiles=LIB)
     total = cfg.cluster.total_gpus
     assert len(res.jobs) == len(trace)
     for j in res.jobs:
@@ -155,13 +165,13 @@ def test_greedy_starvation_of_an_oversized_demand_is_reported() -> None:
     trace = [TraceJob("big", 0.0, 8, "alexnet", 600.0), TraceJob("small", 0.0, 1, "gnmt", 600.0)]
     cfg = SimConfig(paper_cluster(servers=2))
     with pytest.raises(SimulationError, match="can never finish"):
-        simulate(cfg, trace, "greedy", "fifo")
-    assert all(j.finish_s == 600.0 for j in simulate(cfg, trace, "tune", "fifo").jobs)
+        simulate(cfg, trace, "greedy", "fifo", profiles=LIB)
+    assert all(j.finish_s == 600.0 for j in simulate(cfg, trace, "tune", "fifo", profiles=LIB).jobs)
 
 
 @pytest.mark.parametrize("mech", ("proportional", "tune", "tune-sorted"))
 def test_no_gpu_idles_while_single_gpu_jobs_wait(mech: str) -> None:
-    res = simulate(small_cluster(), small_trace(), mech, "fifo")
+    res = simulate(small_cluster(), small_trace(), mech, "fifo", profiles=LIB)
     busy = [r for r in res.rounds if r.queued > 0]
     assert busy, "the trace must load the cluster for this test to mean anything"
     assert all(r.gpus_used == 16 for r in busy)
@@ -169,14 +179,15 @@ def test_no_gpu_idles_while_single_gpu_jobs_wait(mech: str) -> None:
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_policy_runs_every_job_with_tune(policy: str) -> None:
-    res = simulate(small_cluster(), small_trace(jobs=40), "tune", policy)
+    res = simulate(small_cluster(), small_trace(jobs=40), "tune", policy, profiles=LIB)
     assert all(j.finish_s is not None for j in res.jobs)
 
 
 def test_policy_changes_who_waits() -> None:
     trace = small_trace(jobs=60)
     by = {
-        p: summarize(simulate(small_cluster(), trace, "proportional", p)) for p in ("fifo", "srtf")
+        p: summarize(simulate(small_cluster(), trace, "proportional", p, profiles=LIB))
+        for p in ("fifo", "srtf")
     }
     # Shortest-remaining-time first minimises average JCT on a queueing trace.
     assert by["srtf"]["avg_jct_hours"] < by["fifo"]["avg_jct_hours"]
@@ -185,7 +196,7 @@ def test_policy_changes_who_waits() -> None:
 def test_stop_after_window_leaves_later_jobs_queued_not_lost() -> None:
     trace = small_trace(jobs=60)
     cfg = replace(small_cluster(), window=(10, 20), stop_after_window=True)
-    res = simulate(cfg, trace, "tune", "fifo")
+    res = simulate(cfg, trace, "tune", "fifo", profiles=LIB)
     measured = [j for j in res.jobs if j.measured]
     assert len(measured) == 10 and all(j.finish_s is not None for j in measured)
     assert all(j.finish_s is None or j.finish_s <= res.end_s for j in res.jobs)
@@ -195,9 +206,9 @@ def test_stop_after_window_leaves_later_jobs_queued_not_lost() -> None:
 @pytest.mark.parametrize("mech", HEURISTICS)
 def test_shortcuts_are_exact(mech: str) -> None:
     trace = small_trace(jobs=50, seed=5)
-    fast = simulate(small_cluster(), trace, mech, "fifo")
+    fast = simulate(small_cluster(), trace, mech, "fifo", profiles=LIB)
     slow_cfg = replace(small_cluster(), reuse_allocations=False, truncate_queue=False)
-    slow = simulate(slow_cfg, trace, mech, "fifo")
+    slow = simulate(slow_cfg, trace, mech, "fifo", profiles=LIB)
     assert fast.jobs == slow.jobs
     assert [replace(r, mechanism_s=0.0, reused=False) for r in fast.rounds] == [
         replace(r, mechanism_s=0.0, reused=False) for r in slow.rounds
@@ -210,7 +221,7 @@ def test_same_inputs_give_the_same_bytes(tmp_path: Path) -> None:
     trace = small_trace(jobs=40)
     outs = []
     for k in range(2):
-        res = simulate(small_cluster(), trace, "tune", "las")
+        res = simulate(small_cluster(), trace, "tune", "las", profiles=LIB)
         d = write_outputs(res, tmp_path / str(k), seed=3)
         summary = json.loads((d / "summary.json").read_text())
         for f in TIMING_FIELDS:
@@ -225,11 +236,17 @@ def test_same_inputs_give_the_same_bytes(tmp_path: Path) -> None:
 def test_jobs_that_can_never_run_are_input_errors() -> None:
     cfg = SimConfig(paper_cluster(servers=1))
     with pytest.raises(InputError, match="jobs\\[0\\].gpus"):
-        simulate(cfg, [TraceJob("big", 0.0, 16, "gnmt", 60.0)], "tune", "fifo")
+        simulate(cfg, [TraceJob("big", 0.0, 16, "gnmt", 60.0)], "tune", "fifo", profiles=LIB)
     with pytest.raises(InputError, match="unknown model"):
-        simulate(cfg, [TraceJob("x", 0.0, 1, "nope", 60.0)], "tune", "fifo")
+        simulate(cfg, [TraceJob("x", 0.0, 1, "nope", 60.0)], "tune", "fifo", profiles=LIB)
     with pytest.raises(InputError, match="window"):
-        simulate(replace(cfg, window=(0, 5)), [TraceJob("x", 0.0, 1, "gnmt", 60.0)], "tune", "fifo")
+        simulate(
+            replace(cfg, window=(0, 5)),
+            [TraceJob("x", 0.0, 1, "gnmt", 60.0)],
+            "tune",
+            "fifo",
+            profiles=LIB,
+        )
 
 
 def test_a_mechanism_that_never_schedules_is_reported_not_looped() -> None:
@@ -240,7 +257,13 @@ def test_a_mechanism_that_never_schedules_is_reported_not_looped() -> None:
             return Allocation(inst.name, "idle", (), tuple(j.id for j in inst.jobs), 0.0, 0)
 
     with pytest.raises(SimulationError, match="none of the 1 queued jobs makes progress"):
-        simulate(SimConfig(paper_cluster()), [TraceJob("x", 0.0, 1, "gnmt", 60.0)], Idle(), "fifo")
+        simulate(
+            SimConfig(paper_cluster()),
+            [TraceJob("x", 0.0, 1, "gnmt", 60.0)],
+            Idle(),
+            "fifo",
+            profiles=LIB,
+        )
 
     inner = make_mechanism("proportional")
 
@@ -254,7 +277,7 @@ def test_a_mechanism_that_never_schedules_is_reported_not_looped() -> None:
     trace = [TraceJob("x", 0.0, 1, "gnmt", 60.0), TraceJob("y", 900.0, 1, "gnmt", 60.0)]
     # It keeps going while a job may still arrive (y at 900 s), then gives up.
     with pytest.raises(SimulationError, match=r"round at 900 s: none of the 2 .*\(2 scheduled;"):
-        simulate(SimConfig(paper_cluster()), trace, Stalled(), "fifo")
+        simulate(SimConfig(paper_cluster()), trace, Stalled(), "fifo", profiles=LIB)
 
 
 def test_an_over_full_allocation_fails_the_debug_check() -> None:
@@ -278,14 +301,30 @@ def test_an_over_full_allocation_fails_the_debug_check() -> None:
     trace = [TraceJob(f"j{k}", 0.0, 1, "gnmt", 600.0) for k in range(9)]
     cfg = SimConfig(paper_cluster(servers=1), check_rounds=True)
     with pytest.raises(SimulationError, match="doubler broke"):
-        simulate(cfg, trace, Doubler(), "fifo")
-    simulate(replace(cfg, check_rounds=False), trace, Doubler(), "fifo")  # unchecked: runs
+        simulate(cfg, trace, Doubler(), "fifo", profiles=LIB)
+    simulate(
+        replace(cfg, check_rounds=False), trace, Doubler(), "fifo", profiles=LIB
+    )  # unchecked: runs
 
 
 def test_max_jobs_and_time_scale_reshape_the_trace() -> None:
     trace = [TraceJob(f"j{k}", 100.0 * k, 1, "gnmt", 600.0) for k in range(5)]
-    res = simulate(SimConfig(paper_cluster(), max_jobs=3, time_scale=2.0), trace, "tune", "fifo")
+    res = simulate(
+        SimConfig(paper_cluster(), max_jobs=3, time_scale=2.0), trace, "tune", "fifo", profiles=LIB
+    )
     assert [j.arrival_s for j in res.jobs] == [0.0, 200.0, 400.0]
     assert [j.duration_s for j in res.jobs] == [1200.0, 1200.0, 1200.0]
     assert "jobs_total" in summarize(res) and summarize(res)["jobs_total"] == 3
     assert jobs_csv(res).count("\n") == 4
+
+
+def test_the_engine_uses_the_profiles_it_is_given() -> None:
+    """No hidden loading: a library without the trace's model fails, the shipped one runs."""
+    trace = [TraceJob("a", 0.0, 1, "gnmt", 600.0)]
+    cfg = SimConfig(paper_cluster(servers=1))
+    others = ProfileLibrary(tuple(p for p in LIB.profiles if p.name != "gnmt"), "no-gnmt")
+    with pytest.raises(InputError, match="unknown model 'gnmt'"):
+        simulate(cfg, trace, "tune", "fifo", profiles=others)
+    assert simulate(cfg, trace, "tune", "fifo", profiles=LIB).jobs[0].finish_s == 600.0
+    with pytest.raises(TypeError, match="profiles"):
+        simulate(cfg, trace, "tune", "fifo")  # type: ignore[call-arg]

@@ -60,5 +60,5 @@ def test_tetris_and_drf_run_a_loaded_trace_cleanly(kind: str) -> None:
     )
     cfg = SimConfig(paper_cluster(servers=2), stop_after_window=False, check_rounds=True)
     for mech, policy in (("tetris", "fifo"), ("tune", "drf"), ("tetris", "drf")):
-        res = simulate(cfg, trace, mech, policy)
+        res = simulate(cfg, trace, mech, policy, profiles=shipped_profiles())
         assert all(j.finish_s is not None for j in res.jobs), (mech, policy)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from synergy_opt.profiles import shipped_profiles
 from synergy_opt.sim import SimConfig, get_semantics, paper_cluster, simulate, summarize
 from synergy_opt.tracefile import read_trace
 
@@ -56,7 +57,9 @@ def _avg_jct(trace: str, window: tuple[int, int], mechanism: str, semantics: str
     """One full replay (cached: several tests read the same run)."""
     jobs = read_trace(shared_file("traces", "synergy-artifact", trace))
     cfg = SimConfig(paper_cluster(), window=window, semantics=get_semantics(semantics))
-    summary: dict[str, Any] = summarize(simulate(cfg, jobs, mechanism, "fifo"))
+    summary: dict[str, Any] = summarize(
+        simulate(cfg, jobs, mechanism, "fifo", profiles=shipped_profiles())
+    )
     assert summary["jobs_measured"] == window[1] - window[0]
     assert summary["jobs_measured_finished"] == window[1] - window[0]
     assert summary["semantics"] == semantics

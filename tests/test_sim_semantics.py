@@ -158,7 +158,12 @@ def test_a_job_needs_rounds_for_its_whole_iterations(
     trace = [TraceJob("a", 0.0, 1, "res50", round(iterations * RES50_ITER_S, 3))]
     for sem, finish in (("default", default_s), ("artifact", artifact_s)):
         cfg = SimConfig(paper_cluster(), semantics=get_semantics(sem))
-        assert simulate(cfg, trace, "proportional", "fifo").jobs[0].finish_s == finish, sem
+        assert (
+            simulate(cfg, trace, "proportional", "fifo", profiles=shipped_profiles())
+            .jobs[0]
+            .finish_s
+            == finish
+        ), sem
 
 
 # --------------------------------------------------------------------------- GPU-order placement
@@ -225,19 +230,19 @@ def _multi_trace(jobs: int = 150, seed: int = 5) -> tuple:
 @pytest.mark.parametrize("mech", ["proportional", "greedy", "tune"])
 def test_gpu_order_mechanisms_pass_the_independent_check_every_round(mech: str) -> None:
     cfg = SimConfig(paper_cluster(4), window=(20, 120), check_rounds=True, semantics=ARTIFACT)
-    s = summarize(simulate(cfg, _multi_trace(), mech, "fifo"))
+    s = summarize(simulate(cfg, _multi_trace(), mech, "fifo", profiles=shipped_profiles()))
     assert s["jobs_measured_finished"] == 100 and s["semantics"] == "artifact"
 
 
 def test_artifact_runs_are_deterministic_and_tune_keeps_the_share() -> None:
     cfg = SimConfig(paper_cluster(4), window=(20, 120), semantics=ARTIFACT)
     trace = _multi_trace()
-    a = simulate(cfg, trace, "tune", "fifo")
-    b = simulate(cfg, trace, "tune", "fifo")
+    a = simulate(cfg, trace, "tune", "fifo", profiles=shipped_profiles())
+    b = simulate(cfg, trace, "tune", "fifo", profiles=shipped_profiles())
     assert a.jobs == b.jobs
     untimed = [[replace(r, mechanism_s=0.0) for r in x.rounds] for x in (a, b)]
     assert untimed[0] == untimed[1]
-    prop = summarize(simulate(cfg, trace, "proportional", "fifo"))
+    prop = summarize(simulate(cfg, trace, "proportional", "fifo", profiles=shipped_profiles()))
     assert summarize(a)["avg_jct_hours"] <= prop["avg_jct_hours"]
 
 

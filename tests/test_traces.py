@@ -526,5 +526,6 @@ def test_variant_pod_lists_convert_and_simulate(
     if name == "multigpu":
         assert sum(j.gpus > 1 for j in conv.jobs) >= 10
     for mech in ("proportional", "tune"):
-        res = simulate(SimConfig(conv.cluster, check_rounds=True), conv.jobs, mech, "fifo")
+        cfg = SimConfig(conv.cluster, check_rounds=True)
+        res = simulate(cfg, conv.jobs, mech, "fifo", profiles=shipped_profiles())
         assert all(r.finish_s is not None for r in res.jobs), mech

@@ -5,9 +5,11 @@ Public API::
     from synergy_opt.sim import SimConfig, paper_cluster, simulate, summarize, write_outputs
     from synergy_opt.sim import WorkloadSpec, generate_workload
 
-    trace = generate_workload(WorkloadSpec(jobs=6000, arrival_rate_per_h=9), shipped_profiles(),
+    lib = shipped_profiles()  # the simulator loads no profiles itself: pass the trace's library
+    trace = generate_workload(WorkloadSpec(jobs=6000, arrival_rate_per_h=9), lib,
                               numpy.random.default_rng(0))
-    result = simulate(SimConfig(paper_cluster(), window=(4000, 5000)), trace, "tune", "fifo")
+    result = simulate(SimConfig(paper_cluster(), window=(4000, 5000)), trace, "tune", "fifo",
+                      profiles=lib)
     write_outputs(result, "out/", seed=0)   # summary.json + jobs.csv, atomically
 
 Any registered mechanism works.  ``tune`` is TUNE as the paper's simulator runs it

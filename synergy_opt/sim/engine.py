@@ -24,7 +24,8 @@ The simulator has no real/simulated mode: it calls ``mechanism.allocate`` on a
 Library API (used by the command line and by sweeps)::
 
     from synergy_opt.sim import SimConfig, paper_cluster, simulate, write_outputs
-    result = simulate(SimConfig(paper_cluster(), window=(4000, 5000)), trace, "tune", "fifo")
+    result = simulate(SimConfig(paper_cluster(), window=(4000, 5000)), trace, "tune", "fifo",
+                      profiles=shipped_profiles())
     write_outputs(result, "out/")          # summary.json + jobs.csv, atomically
 
 ``simulate`` is pure: same config, trace, mechanism and policy give the same result (only
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from synergy_opt.check import check_allocation
 from synergy_opt.mechanisms import Mechanism
 from synergy_opt.policies import PolicyKey, get_policy, is_static, policy_names
-from synergy_opt.profiles import ProfileLibrary, shipped_profiles
+from synergy_opt.profiles import ProfileLibrary
 from synergy_opt.sim.config import SimConfig
 from synergy_opt.sim.events import (
     EventQueue,
@@ -379,7 +380,7 @@ def simulate(
     mechanism: Mechanism | str,
     policy: PolicyKey | str,
     *,
-    profiles: ProfileLibrary | None = None,
+    profiles: ProfileLibrary,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Replay ``trace`` on ``config.cluster`` and return the job and round logs.
@@ -395,7 +396,9 @@ def simulate(
     policy
         A sort key from :mod:`synergy_opt.policies` or a registered policy name.
     profiles
-        Model profiles the trace's ``model`` names refer to (default: the shipped ones).
+        Model profiles the trace's ``model`` names refer to.  Required: the engine loads no
+        file itself; callers pass the library they read the trace with (the command line and
+        sweep cells pass ``--profiles`` or :func:`~synergy_opt.profiles.shipped_profiles`).
     progress
         Called with (measured jobs finished, measured jobs) after each measured completion.
 
@@ -413,7 +416,7 @@ def simulate(
     else:
         key = policy
         policy_name = next((n for n in policy_names() if get_policy(n) is policy), policy.__name__)
-    jobs = prepare_jobs(config, trace, profiles or shipped_profiles())
+    jobs = prepare_jobs(config, trace, profiles)
     eng = _Engine(config, jobs, mech, key, progress)
     end = eng.run()
     log.info("%s/%s: %d rounds, end at %.1f h", policy_name, mech.name, len(eng.rounds), end / 3600)
