@@ -20,6 +20,11 @@ Throughput comes first, then fewer fragmented jobs; no plan spreads more than
 checker and compared with TUNE; the better one is returned and every fallback is said in
 ``notes`` and logged, so OPT is never below TUNE.  An ``Opt`` instance remembers its last
 rounds (a simulation keeps one) and replays the answer of an identical round.
+
+On typed rounds (jobs with per-GPU-type matrices, :mod:`.typed`) the bound is the typed
+super-machine's (one GPU type per job, ``formulations/super_machine.md``), and the routes
+also run on the round with each job fixed to the type that model picks; the best checked
+answer of that, the plain one and ``tune-typed`` is returned, so OPT is never below either.
 """
 
 from synergy_opt.mechanisms.opt import (
@@ -29,6 +34,7 @@ from synergy_opt.mechanisms.opt import (
     neighbourhood,
     routes,
     transport,
+    typed,
 )
 from synergy_opt.mechanisms.opt.context import Clock, GpuPlan, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.mechanism import Opt, _better_of, _bound_for, _tune_fallback
@@ -51,4 +57,5 @@ __all__ = [
     "neighbourhood",
     "routes",
     "transport",
+    "typed",
 ]
