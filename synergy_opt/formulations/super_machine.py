@@ -160,11 +160,13 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
 
     Options are every grid point of each usable type's matrix (plus the below-grid point
     when the floor is 0) and, for jobs of >= 2 GPUs with >= 2 usable types, the same across
-    types (``"*"``: second-best matrix, credited times the split penalty).
+    types with each usable type t as the slowest (``"*t"``: min(W_t, second-best matrix),
+    credited times the split penalty, holding >= 1 GPU of t).
     """
     chosen = list(inst.jobs if jobs is None else jobs)
     pools = gpu_pools(inst)
     opts: dict[tuple[int, str, int], tuple[int, float, float, float]] = {}
+    slowest: dict[tuple[int, str, int], str] = {}
     fair: dict[int, float] = {}
     for j, job in enumerate(chosen):
         fair[j] = inst.fair_share_throughput(job)
@@ -174,6 +176,8 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
                 pts.append((0, 0.0, 0.0))  # the below-grid point, as in grid_points
             for q, (c, m, w) in enumerate(pts):
                 opts[j, opt.pool, q] = (c, m, w, opt.credit)
+                if opt.slowest is not None:
+                    slowest[j, opt.pool, q] = opt.slowest
     cap = {p.label: (p.gpus, p.cpus, p.mem_gb) for p in pools}
     cap[ACROSS] = (
         sum(p.gpus for p in pools),
@@ -184,6 +188,7 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
         "job_ids": tuple(job.id for job in chosen),
         "gpus": {j: job.gpus for j, job in enumerate(chosen)},
         "options": opts,
+        "slowest": slowest,
         "fair": fair,
         "pools": tuple(cap),
         "cap": cap,
@@ -220,10 +225,15 @@ def build_typed_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.C
         """(1) max sum credit_t W_jt[q] y[j,t,q]."""
         return pyo.quicksum(opts[k][2] * opts[k][3] * m.y[k] for k in m.JTQ)
 
+    slowest: dict[tuple[int, str, int], str] = data["slowest"]
+
     @m.Constraint(m.P)
     def eqT_gpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
-        """(T) sum g_j y[j,t,q] over the pool's picks <= G_p."""
-        return pyo.quicksum(g[k[0]] * m.y[k] for k in in_pool(p)) <= cap[p][0]
+        """(T) sum g_j y[j,t,q] over the pool's picks, plus one GPU per pick spanning
+        types with p its slowest, <= G_p."""
+        whole = pyo.quicksum(g[k[0]] * m.y[k] for k in in_pool(p))
+        spans = pyo.quicksum(m.y[k] for k, t in slowest.items() if t == p and p != ACROSS)
+        return whole + spans <= cap[p][0]
 
     @m.Constraint(m.P)
     def eq2_cpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:

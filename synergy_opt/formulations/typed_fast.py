@@ -4,7 +4,8 @@ On a cluster with several GPU types a job's throughput depends on the type it ru
 (``Job.sensitivity_by_type``), so pooling every server into one machine and reading one
 matrix is no bound.  The typed super-machine pools the GPU servers *per type* instead and
 lets each job pick one (type, grid point); a job of >= 2 GPUs may also span types, which
-the checker values at its slowest type times its split penalty.  Rows: (4) per job class,
+the checker values at its slowest type times its split penalty (and which holds >= 1 GPU
+of that type).  Rows: (4) per job class,
 then (GPUs, cores, memory) per type pool, then the same three for the whole cluster
 (``formulations/super_machine.md``, "GPU types").
 
@@ -49,7 +50,8 @@ class Pool:
 
 @dataclass(frozen=True, slots=True)
 class TypeOption:
-    """One way a job may run: wholly on ``pool``'s type, or across types (``ACROSS``).
+    """One way a job may run: wholly on ``pool``'s type, or across types with ``slowest``
+    the type whose value it realises (``pool`` = ``"*" + slowest``).
 
     ``matrix`` holds the uncredited values (the floor (5) reads them); the objective (1)
     credits them times ``credit`` (the split penalty across types, else 1)."""
@@ -57,6 +59,7 @@ class TypeOption:
     pool: str
     matrix: ThroughputMatrix
     credit: float
+    slowest: str | None = None
 
 
 def type_label(gpu_type: str | None) -> str:
@@ -124,8 +127,21 @@ def type_options(inst: RoundInstance, job: Job) -> tuple[TypeOption, ...]:
     ]
     if job.gpus >= 2 and len(usable) >= 2:
         mats = tuple(job.matrix_for(_gpu_type_of(p.label)) for p in usable)
-        out.append(TypeOption(ACROSS, second_best_matrix(mats), job.split_penalty))
+        for i, p in enumerate(usable):
+            out.append(
+                TypeOption(ACROSS + p.label, span_matrix(mats, i), job.split_penalty, p.label)
+            )
     return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def span_matrix(mats: tuple[ThroughputMatrix, ...], i: int) -> ThroughputMatrix:
+    """min(W_i, second-best of ``mats``) pointwise on the union axes: the most a job
+    spanning types can realise where type i is its slowest (it then holds >= 1 GPU of i)."""
+    sb = second_best_matrix(mats)
+    w = mats[i]
+    rows = [[min(w.lookup(c, m), sb.lookup(c, m)) for m in sb.mem_gb] for c in sb.cpus]
+    return ThroughputMatrix.from_lists(sb.cpus, sb.mem_gb, rows)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -138,7 +154,8 @@ class TypedKnapsackModel:
     columns: tuple[tuple[int, str, tuple[int, float, float]], ...]
 
     def picks(self, x: np.ndarray) -> list[list[tuple[str, tuple[int, float, float], int]]]:
-        """Per class, [(type pool or ACROSS, point with its uncredited W, how many jobs)]."""
+        """Per class, [(type pool or ``"*"`` + slowest type, point with its uncredited W, how
+        many jobs)]."""
         out: list[list[tuple[str, tuple[int, float, float], int]]] = [[] for _ in self.classes]
         for col, (k, pool, pt) in enumerate(self.columns):
             n = int(round(float(x[col])))
@@ -172,11 +189,14 @@ def build_typed_super_machine_fast(
         g = float(first.gpus)
         floor = inst.fair_share_throughput(first)
         for opt in type_options(inst, first):
-            rows = [r_all] if opt.pool == ACROSS else [row_of[opt.pool], r_all]
             for c, m, w in useful_points(opt.matrix, floor, prune=prune):
                 col = [(k, 1.0)]
-                for r in rows:
+                if opt.slowest is not None:  # across types: >= 1 GPU of its slowest type
+                    col.append((row_of[opt.slowest], 1.0))
+                else:
+                    r = row_of[opt.pool]
                     col += [(r, g), (r + 1, float(c)), (r + 2, float(m))]
+                col += [(r_all, g), (r_all + 1, float(c)), (r_all + 2, float(m))]
                 cols.append(col)
                 cost.append(w * opt.credit)
                 upper.append(float(cl.count))

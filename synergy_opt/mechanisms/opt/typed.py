@@ -70,7 +70,7 @@ def fix_types(
             take, members = members[:n], members[n:]
             for job in take:
                 point[job.id] = (c, m)
-                chosen[job.id] = None if pool in (ACROSS, UNTYPED) else pool
+                chosen[job.id] = None if pool.startswith(ACROSS) or pool == UNTYPED else pool
                 if chosen[job.id] is not None:
                     free[pool] -= job.gpus
     for job in inst.jobs:  # spanning picks, priority order
