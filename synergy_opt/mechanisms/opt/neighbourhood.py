@@ -30,8 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synergy_opt.formulations.fast import class_key, useful_points
-from synergy_opt.matrix import matrix_model
+from synergy_opt.formulations.fast import class_key, matrix_model, useful_points
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import Job, PlacementPart
@@ -44,21 +43,25 @@ LNS_WHOLE_ROUND_SERVERS: int = 4
 LNS_SERVERS: int = 3
 #: Servers per neighbourhood built around one job far below its super-machine point.
 LNS_JOB_SERVERS: int = 8
-#: Such job-centred neighbourhoods per round.
-LNS_JOB_TRIES: int = 3
+#: Such job-centred neighbourhoods per round (split-penalty rounds at 128 GPUs needed 6:
+#: the job that gains from spreading is often not among the first three short ones).
+LNS_JOB_TRIES: int = 6
 #: Server-pair neighbourhoods tried per round on larger rounds (each one sub-MIP).
 LNS_TRIES: int = 6
 #: Neighbourhood MIPs above this many columns lose servers until they fit (measured: 300-500
-#: columns solve in 0.1-1.5 s, 700 columns of mixed server shapes took 8 s).
-LNS_MAX_COLUMNS: int = 600
+#: columns solve in 0.1-1.5 s, 700 columns of mixed server shapes took 8 s).  At 600 the
+#: 8-server neighbourhoods of split-penalty rounds lost the servers a spread job must draw
+#: from (64 GPUs, seed 4: 0.994 of the optimum; 1500 with 1000 nodes: the optimum, in the
+#: same time, as the node limit bounds each MIP).
+LNS_MAX_COLUMNS: int = 1500
 #: Passes over freshly chosen neighbourhoods while a pass still gains.
 LNS_PASSES: int = 3
 #: Stop after this many neighbourhoods in a row that do not improve the round.
-LNS_PATIENCE: int = 3
+LNS_PATIENCE: int = 6
 #: Spread slots per job class in a neighbourhood (jobs of a class are interchangeable).
 LNS_SLOTS_PER_CLASS: int = 2
 #: Branch-and-bound nodes per neighbourhood: a deterministic stop.
-LNS_NODES: int = 300
+LNS_NODES: int = 1000
 #: Relative MIP gap of a neighbourhood, in thousandths (the MIP stops once its incumbent
 #: is this close to its bound: the last fraction of a neighbourhood's gain is not worth
 #: seconds of branching).
