@@ -110,3 +110,17 @@ def test_demo_runs_and_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "tune" in out and "proportional" in out
     assert (tmp_path / "demo" / "allocation-tune.json").exists()
+    # opt-exact runs too and proves the round: its row is 1.000 of itself, with a bound equal
+    # to its total, and nothing in the table beats it.
+    exact = json.loads((tmp_path / "demo" / "allocation-opt-exact.json").read_text())
+    assert exact["upper_bound"] == pytest.approx(exact["total_throughput"], rel=1e-4)
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[2:] if ln.strip()}
+    assert rows["opt-exact"][3] == "1.000"
+    assert all(float(r[3]) <= 1.0 + 1e-9 for r in rows.values())
+    assert "did not prove" not in out
+
+
+def test_demo_refuses_a_bad_exact_time_limit(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "-o", str(tmp_path / "demo"), "--exact-time-limit", "0"])
+    assert e.value.code == 2
