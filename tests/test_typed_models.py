@@ -91,7 +91,7 @@ def test_row_names_name_the_pools() -> None:
     inst = typed_round(0)
     k = typed_fast.build_typed_super_machine_fast(inst, select_runnable(inst))
     pools = [n for n in k.matrix.row_names if not n.startswith("eq4[")]
-    labels = ["v100", "p100", "k80", "*"]
+    labels = ["v100", "p100", "k80", "v100+p100", "v100+k80", "p100+k80", "*"]
     assert pools == [f"{e}[{t}]" for t in labels for e in ("eqT", "eq2", "eq3")]
 
 

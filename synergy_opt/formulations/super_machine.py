@@ -27,10 +27,11 @@ from typing import Any
 import pyomo.environ as pyo
 
 from synergy_opt.formulations.typed_fast import (
-    ACROSS,
+    coefficients,
     gpu_pools,
     is_typed_round,
     type_options,
+    type_sets,
 )
 from synergy_opt.types import Job, RoundInstance
 
@@ -156,17 +157,18 @@ def chosen_configs(data: dict[str, Any], values: dict[tuple[str, Any], float]) -
 
 
 def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:
-    """Plain data of the typed model: per job its (type, point) options, per pool G, C, M.
+    """Plain data of the typed model: per job its (type, point) options with what each
+    takes in every set of types' rows, and per set of types its G, C, M.
 
     Options are every grid point of each usable type's matrix (plus the below-grid point
     when the floor is 0) and, for jobs of >= 2 GPUs with >= 2 usable types, the same across
     types with each usable type t as the slowest (``"*t"``: min(W_t, second-best matrix),
-    credited times the split penalty, holding >= 1 GPU of t).
+    credited times the split penalty; :func:`typed_fast.coefficients` says its rows).
     """
     chosen = list(inst.jobs if jobs is None else jobs)
-    pools = gpu_pools(inst)
+    sets = type_sets(gpu_pools(inst))
     opts: dict[tuple[int, str, int], tuple[int, float, float, float]] = {}
-    slowest: dict[tuple[int, str, int], str] = {}
+    coef: dict[tuple[int, str, int], dict[str, tuple[float, float, float]]] = {}
     fair: dict[int, float] = {}
     for j, job in enumerate(chosen):
         fair[j] = inst.fair_share_throughput(job)
@@ -175,23 +177,20 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
             if fair[j] <= 0.0:
                 pts.append((0, 0.0, 0.0))  # the below-grid point, as in grid_points
             for q, (c, m, w) in enumerate(pts):
+                rows = coefficients(opt, job.gpus, c, m, sets)
+                if rows is None:
+                    continue
                 opts[j, opt.pool, q] = (c, m, w, opt.credit)
-                if opt.slowest is not None:
-                    slowest[j, opt.pool, q] = opt.slowest
-    cap = {p.label: (p.gpus, p.cpus, p.mem_gb) for p in pools}
-    cap[ACROSS] = (
-        sum(p.gpus for p in pools),
-        sum(p.cpus for p in pools),
-        float(sum(p.mem_gb for p in pools)),
-    )
+                coef[j, opt.pool, q] = {
+                    ts.label: r for ts, r in zip(sets, rows, strict=True) if r != (0.0, 0.0, 0.0)
+                }
     return {
         "job_ids": tuple(job.id for job in chosen),
-        "gpus": {j: job.gpus for j, job in enumerate(chosen)},
         "options": opts,
-        "slowest": slowest,
+        "coef": coef,
         "fair": fair,
-        "pools": tuple(cap),
-        "cap": cap,
+        "pools": tuple(ts.label for ts in sets),
+        "cap": {ts.label: (ts.pool.gpus, ts.pool.cpus, ts.pool.mem_gb) for ts in sets},
     }
 
 
@@ -206,44 +205,41 @@ def build_typed_super_machine(
 
 
 def build_typed_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.ConcreteModel:
-    """(1)-(5) with per-type pools (eqT, eq2, eq3 per pool) from :func:`_typed_model_data`."""
+    """(1)-(5) with rows (T), (2), (3) per set of GPU types from :func:`_typed_model_data`."""
     m = pyo.ConcreteModel(name="typed_super_machine")
     opts: dict[tuple[int, str, int], tuple[int, float, float, float]] = data["options"]
-    g, cap = data["gpus"], data["cap"]
-    m.J = pyo.Set(initialize=sorted(g), ordered=True, doc="jobs (by position)")
-    m.P = pyo.Set(initialize=data["pools"], ordered=True, doc="GPU-type pools and '*' (all)")
+    coef: dict[tuple[int, str, int], dict[str, tuple[float, float, float]]] = data["coef"]
+    cap = data["cap"]
+    m.J = pyo.Set(initialize=range(len(data["job_ids"])), ordered=True, doc="jobs (by position)")
+    m.P = pyo.Set(initialize=data["pools"], ordered=True, doc="sets of GPU types, '*' = all")
     m.JTQ = pyo.Set(dimen=3, ordered=True, initialize=list(opts), doc="(job, type, point)")
     m.y = pyo.Var(
         m.JTQ, domain=pyo.UnitInterval if relax else pyo.Binary, doc="job j runs on t at q"
     )
 
-    def in_pool(p: str) -> list[tuple[int, str, int]]:
-        return [k for k in opts if p == ACROSS or k[1] == p]
+    def used(p: str, d: int) -> Any:
+        """What the picks take of resource d (0 GPUs, 1 cores, 2 GB) in set p's rows."""
+        return pyo.quicksum(coef[k][p][d] * m.y[k] for k in opts if p in coef[k])
 
     @m.Objective(sense=pyo.maximize)
     def eq1_weighted_throughput(m: pyo.ConcreteModel) -> Any:
         """(1) max sum credit_t W_jt[q] y[j,t,q]."""
         return pyo.quicksum(opts[k][2] * opts[k][3] * m.y[k] for k in m.JTQ)
 
-    slowest: dict[tuple[int, str, int], str] = data["slowest"]
-
     @m.Constraint(m.P)
     def eqT_gpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
-        """(T) sum g_j y[j,t,q] over the pool's picks, plus one GPU per pick spanning
-        types with p its slowest, <= G_p."""
-        whole = pyo.quicksum(g[k[0]] * m.y[k] for k in in_pool(p))
-        spans = pyo.quicksum(m.y[k] for k, t in slowest.items() if t == p and p != ACROSS)
-        return whole + spans <= cap[p][0]
+        """(T) GPUs the picks take on the types of set p <= G_p."""
+        return used(p, 0) <= cap[p][0]
 
     @m.Constraint(m.P)
     def eq2_cpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
-        """(2) sum c_q y[j,t,q] over the pool's picks <= C_p."""
-        return pyo.quicksum(opts[k][0] * m.y[k] for k in in_pool(p)) <= cap[p][1]
+        """(2) cores the picks take on the types of set p <= C_p."""
+        return used(p, 1) <= cap[p][1]
 
     @m.Constraint(m.P)
     def eq3_mem_capacity(m: pyo.ConcreteModel, p: str) -> Any:
-        """(3) sum m_q y[j,t,q] over the pool's picks <= M_p."""
-        return pyo.quicksum(opts[k][1] * m.y[k] for k in in_pool(p)) <= cap[p][2]
+        """(3) memory the picks take on the types of set p <= M_p."""
+        return used(p, 2) <= cap[p][2]
 
     @m.Constraint(m.J)
     def eq4_one_config_per_job(m: pyo.ConcreteModel, j: int) -> Any:

@@ -17,6 +17,7 @@ Tests prove the two optima equal (1e-6).  No Pyomo import here.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,7 +31,7 @@ from synergy_opt.formulations.fast import (
     matrix_model,
     useful_points,
 )
-from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
+from synergy_opt.types import THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
 
 #: Pool label of the whole cluster, and the "type" of a job spanning GPU types.
 ACROSS: str = "*"
@@ -60,6 +61,8 @@ class TypeOption:
     matrix: ThroughputMatrix
     credit: float
     slowest: str | None = None
+    #: Across types: every usable (type, matrix) of the job, to tell which are as fast.
+    usable: tuple[tuple[str, ThroughputMatrix], ...] = ()
 
 
 def type_label(gpu_type: str | None) -> str:
@@ -127,11 +130,80 @@ def type_options(inst: RoundInstance, job: Job) -> tuple[TypeOption, ...]:
     ]
     if job.gpus >= 2 and len(usable) >= 2:
         mats = tuple(job.matrix_for(_gpu_type_of(p.label)) for p in usable)
+        pairs = tuple((p.label, w) for p, w in zip(usable, mats, strict=True))
         for i, p in enumerate(usable):
             out.append(
-                TypeOption(ACROSS + p.label, span_matrix(mats, i), job.split_penalty, p.label)
+                TypeOption(
+                    ACROSS + p.label, span_matrix(mats, i), job.split_penalty, p.label, pairs
+                )
             )
     return tuple(out)
+
+
+#: Up to this many GPU types every set of types gets rows; beyond, only each type and the
+#: whole cluster (2^K - 1 sets: 15 at four types).
+MAX_TYPES_FOR_SETS: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TypeSet:
+    """A set of GPU types with its pooled capacity: rows (T), (2), (3) per set."""
+
+    label: str
+    types: frozenset[str]
+    pool: Pool
+
+
+def type_sets(pools: Sequence[Pool]) -> tuple[TypeSet, ...]:
+    """Every non-empty set of types (singletons first, the whole cluster ``*`` last), or
+    only singletons and ``*`` beyond :data:`MAX_TYPES_FOR_SETS` types."""
+    n = len(pools)
+    sizes = list(range(1, n + 1)) if n <= MAX_TYPES_FOR_SETS else [1, n]
+    out = []
+    for size in sizes:
+        for combo in itertools.combinations(pools, size):
+            label = ACROSS if size == n else "+".join(p.label for p in combo)
+            cap = Pool(
+                label,
+                sum(p.gpus for p in combo),
+                sum(p.cpus for p in combo),
+                float(sum(p.mem_gb for p in combo)),
+            )
+            out.append(TypeSet(label, frozenset(p.label for p in combo), cap))
+    return tuple(out)
+
+
+def span_types(opt: TypeOption, cpus: int, mem_gb: float) -> frozenset[str]:
+    """H: the usable types at least as fast at (cpus, mem) as the option's slowest type.
+
+    A job realising type t's value there spans only such types (t is its slowest)."""
+    mats = dict(opt.usable)
+    wt = mats[opt.slowest].lookup(cpus, mem_gb) if opt.slowest is not None else 0.0
+    return frozenset(u for u, w in opt.usable if w.lookup(cpus, mem_gb) >= wt - THROUGHPUT_EPS)
+
+
+def coefficients(
+    opt: TypeOption, gpus: int, cpus: int, mem_gb: float, sets: Sequence[TypeSet]
+) -> list[tuple[float, float, float]] | None:
+    """(GPUs, cores, GB) the pick takes in each set's rows; ``None``: no such allocation.
+
+    Wholly on type p: all of it in every set holding p.  Across types with slowest t: its
+    types lie in H (:func:`span_types`), so all of it in every set holding H, and at least
+    one GPU of t in every other set holding t.  Fewer than two types in H: it cannot span."""
+    if opt.slowest is None:
+        return [
+            (float(gpus), float(cpus), float(mem_gb)) if opt.pool in ts.types else (0.0, 0.0, 0.0)
+            for ts in sets
+        ]
+    h = span_types(opt, cpus, mem_gb)
+    if len(h) < 2:
+        return None
+    return [
+        (float(gpus), float(cpus), float(mem_gb))
+        if h <= ts.types
+        else ((1.0, 0.0, 0.0) if opt.slowest in ts.types else (0.0, 0.0, 0.0))
+        for ts in sets
+    ]
 
 
 @lru_cache(maxsize=4096)
@@ -172,31 +244,32 @@ def build_typed_super_machine_fast(
     Fair-share restriction and dominance apply within each option (its columns share the
     same rows), classes as in :func:`synergy_opt.formulations.fast.make_classes`
     (``class_key`` holds the per-type matrices and ``gpu_types``, so a class shares its
-    options and floor).  Rows: ``eq4[job]`` per class, then ``eqT[t]``, ``eq2[t]``,
-    ``eq3[t]`` per pool t and for the whole cluster ``*``.
+    options and floor).  Rows: ``eq4[job]`` per class, then ``eqT[U]``, ``eq2[U]``,
+    ``eq3[U]`` per set of types U (:func:`type_sets`; the whole cluster is ``*``).
     """
     pools = gpu_pools(inst)
+    sets = type_sets(pools)
     classes = make_classes(inst, jobs)
     n_cls = len(classes)
-    row_of = {p.label: n_cls + 3 * i for i, p in enumerate(pools)}
-    r_all = n_cls + 3 * len(pools)
     cols: list[list[tuple[int, float]]] = []
     cost: list[float] = []
     upper: list[float] = []
     colmap: list[tuple[int, str, tuple[int, float, float]]] = []
     for k, cl in enumerate(classes):
         first = cl.members[0]
-        g = float(first.gpus)
         floor = inst.fair_share_throughput(first)
         for opt in type_options(inst, first):
-            for c, m, w in useful_points(opt.matrix, floor, prune=prune):
+            pts = useful_points(opt.matrix, floor, prune=prune and opt.slowest is None)
+            coefs = [coefficients(opt, first.gpus, c, m, sets) for c, m, _ in pts]
+            if prune and opt.slowest is not None:  # dominance among picks with equal rows
+                pts, coefs = _prune_by_rows(pts, coefs)
+            for (c, m, w), coef in zip(pts, coefs, strict=True):
+                if coef is None:
+                    continue
                 col = [(k, 1.0)]
-                if opt.slowest is not None:  # across types: >= 1 GPU of its slowest type
-                    col.append((row_of[opt.slowest], 1.0))
-                else:
-                    r = row_of[opt.pool]
-                    col += [(r, g), (r + 1, float(c)), (r + 2, float(m))]
-                col += [(r_all, g), (r_all + 1, float(c)), (r_all + 2, float(m))]
+                for i, (cg, cc, cm) in enumerate(coef):
+                    r = n_cls + 3 * i
+                    col += [(r + d, v) for d, v in enumerate((cg, cc, cm)) if v != 0.0]
                 cols.append(col)
                 cost.append(w * opt.credit)
                 upper.append(float(cl.count))
@@ -204,15 +277,9 @@ def build_typed_super_machine_fast(
     counts = [float(cl.count) for cl in classes]
     caps: list[float] = []
     names = [f"eq4[{cl.members[0].id}]" for cl in classes]
-    whole = Pool(
-        ACROSS,
-        sum(p.gpus for p in pools),
-        sum(p.cpus for p in pools),
-        float(sum(p.mem_gb for p in pools)),
-    )
-    for p in (*pools, whole):
-        caps += [float(p.gpus), float(p.cpus), p.mem_gb]
-        names += [f"eqT[{p.label}]", f"eq2[{p.label}]", f"eq3[{p.label}]"]
+    for ts in sets:
+        caps += [float(ts.pool.gpus), float(ts.pool.cpus), ts.pool.mem_gb]
+        names += [f"eqT[{ts.label}]", f"eq2[{ts.label}]", f"eq3[{ts.label}]"]
     mm = matrix_model(
         cols,
         cost,
@@ -225,6 +292,28 @@ def build_typed_super_machine_fast(
         name="typed_super_machine_fast",
     )
     return TypedKnapsackModel(mm, tuple(classes), pools, tuple(colmap))
+
+
+def _prune_by_rows(
+    pts: Sequence[tuple[int, float, float]],
+    coefs: Sequence[list[tuple[float, float, float]] | None],
+) -> tuple[list[tuple[int, float, float]], list[list[tuple[float, float, float]] | None]]:
+    """Drop points dominated (no fewer cores and GB, no more W) by one with the same rows
+    pattern; ``pts`` sorted by (cores, GB, -W) as :func:`useful_points` returns them."""
+    kept: dict[object, list[tuple[int, float, float]]] = {}
+    out_p: list[tuple[int, float, float]] = []
+    out_c: list[list[tuple[float, float, float]] | None] = []
+    for (c, m, w), coef in zip(pts, coefs, strict=True):
+        if coef is None:
+            continue
+        key = tuple((g > 0, cc > 0) for g, cc, _ in coef) + tuple(g for g, _, _ in coef)
+        group = kept.setdefault(key, [])
+        if any(kc <= c and km <= m and kw >= w for kc, km, kw in group):
+            continue
+        group.append((c, m, w))
+        out_p.append((c, m, w))
+        out_c.append(coef)
+    return out_p, out_c
 
 
 def super_machine_matrix(
