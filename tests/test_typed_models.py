@@ -234,3 +234,12 @@ def test_opt_chooses_types_from_the_typed_model() -> None:
     )
     assert opt.total_throughput > best_tune + 1.0
     assert opt.total_throughput <= opt.upper_bound + ABS_TOL
+
+
+def test_type_sets_beyond_four_types_keep_single_types_and_the_cluster() -> None:
+    """Up to four types every set gets rows (2^K - 1); beyond, each type and ``*`` only."""
+    pools = tuple(typed_fast.Pool(f"t{i}", 4, 12, 100.0) for i in range(5))
+    assert len(typed_fast.type_sets(pools[:4])) == 15
+    five = typed_fast.type_sets(pools)
+    assert [ts.label for ts in five] == ["t0", "t1", "t2", "t3", "t4", "*"]
+    assert five[-1].pool == typed_fast.Pool("*", 20, 60, 500.0)

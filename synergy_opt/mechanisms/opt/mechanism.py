@@ -203,7 +203,12 @@ class Opt:
             return _better_of(inst, mine, tune, self.name, t0, checked=True)
         out = self._solve(inst, runnable, tune, t0)
         if any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable):
-            out = choose_types(inst, runnable, out, self.options, Opt(self.options).allocate)
+            spent = time.perf_counter() - t0
+            left = self.options.time_limit_s
+            if left is not None:  # the type-choice pass gets what is left (at least 1 s)
+                left = max(1.0, left - spent)
+            sub = dataclasses.replace(self.options, time_limit_s=left)
+            out = choose_types(inst, runnable, out, sub, Opt(sub).allocate)
             out = dataclasses.replace(out, solve_seconds=time.perf_counter() - t0)
         if not out.notes and out.upper_bound is not None:
             self._cache[key] = CachedRound.of(inst, runnable, out)
