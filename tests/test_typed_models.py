@@ -8,18 +8,24 @@ mechanism passes the checker; a one-type cluster gives exactly the plain model's
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from synergy_opt.check import check_allocation
+from synergy_opt.check import check_allocation, fair_share_floor
 from synergy_opt.formulations import fast, super_machine, typed_fast
 from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, generate_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix, solve_pyomo
-from synergy_opt.types import Cluster, Job, RoundInstance, Server, ThroughputMatrix
+from synergy_opt.types import Cluster, Job, PlacementPart, RoundInstance, Server, ThroughputMatrix
+from tests.strategies import matrices
+from tests.test_exact import _fits_two_servers
 
 ABS_TOL = REL_TOL = 1e-6
 THREE_TYPES = (("v100", 8), ("p100", 4), ("k80", 4))
@@ -243,3 +249,75 @@ def test_type_sets_beyond_four_types_keep_single_types_and_the_cluster() -> None
     five = typed_fast.type_sets(pools)
     assert [ts.label for ts in five] == ["t0", "t1", "t2", "t3", "t4", "*"]
     assert five[-1].pool == typed_fast.Pool("*", 20, 60, 500.0)
+
+
+@st.composite
+def two_type_rounds(draw: st.DrawFn) -> RoundInstance:
+    """Two servers of different GPU types; 1-3 jobs with a per-type matrix on one type,
+    possibly on other grid axes than the reference matrix (the union axes matter)."""
+    servers = tuple(
+        Server(
+            f"s{i}",
+            draw(st.integers(1, 4)),
+            draw(st.integers(2, 24)),
+            float(draw(st.integers(20, 300))),
+            t,
+        )
+        for i, t in enumerate(("a100", "v100"))
+    )
+    total = sum(s.gpus for s in servers)
+    jobs = []
+    for k in range(draw(st.integers(1, 3))):
+        g = draw(st.integers(1, min(total, 4)))
+        typed = ((draw(st.sampled_from(["a100", "v100"])), draw(matrices())),)
+        pen = draw(st.sampled_from([1.0, 0.8]))
+        jobs.append(Job(f"j{k}", g, draw(matrices()), split_penalty=pen, sensitivity_by_type=typed))
+    rule = draw(st.sampled_from(["server", "cluster"]))
+    return RoundInstance("two-types", Cluster(servers), tuple(jobs), rule)
+
+
+def brute_force_typed(inst: RoundInstance, jobs: list[Job]) -> float | None:
+    """Best total over every split of each job's GPUs over the two servers and every point
+    of its union grid, valued as the checker does (slowest type, split penalty), keeping
+    the floor of its placement; feasibility as ``tests/test_exact.py``'s oracle."""
+    servers = inst.cluster.servers
+    options = []
+    for job in jobs:
+        mats = inst.usable_matrices(job)
+        cpus = sorted({c for w in mats for c in w.cpus})
+        mems = sorted({m for w in mats for m in w.mem_gb})
+        opts = []
+        for split in itertools.product(*(range(min(job.gpus, s.gpus) + 1) for s in servers)):
+            if sum(split) != job.gpus:
+                continue
+            on = [s for s, a in zip(servers, split, strict=True) if a]
+            parts = [
+                PlacementPart(s.name, a, 0, 0.0) for s, a in zip(servers, split, strict=True) if a
+            ]
+            _, required = fair_share_floor(inst, job, parts)
+            for c, m in [(c, m) for c in cpus for m in mems] + [(0, 0.0)]:
+                tp = min(job.matrix_for(s.gpu_type).lookup(c, m) for s in on)
+                tp *= job.split_penalty if len(on) > 1 else 1.0
+                if tp >= required - 1e-9:
+                    opts.append((split, c, m, tp))
+        options.append(opts)
+    best = None
+    for picks in itertools.product(*options):
+        if _fits_two_servers(inst, list(picks)):
+            total = math.fsum(p[3] for p in picks)
+            best = total if best is None else max(best, total)
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(inst=two_type_rounds())
+def test_property_typed_super_machine_bounds_brute_force(inst: RoundInstance) -> None:
+    """Every allocation of the runnable set that keeps its floors, enumerated: none above
+    the typed super-machine optimum (the proof of formulations/super_machine.md, tested)."""
+    run = select_runnable(inst)
+    best = brute_force_typed(inst, run)
+    res = solve_matrix(typed_fast.build_typed_super_machine_fast(inst, run).matrix)
+    if best is None:
+        return
+    assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
+    assert best <= res.objective + ABS_TOL
