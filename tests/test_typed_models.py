@@ -118,7 +118,9 @@ def test_typed_super_machine_bounds_opt_and_opt_beats_tune(
         assert opt.total_throughput >= other.total_throughput - ABS_TOL, name
     if {j.id for j in opt.jobs} == ids:
         assert opt.total_throughput <= bound + ABS_TOL
-        assert opt.upper_bound == pytest.approx(bound, rel=1e-4)
+        # the typed bound, or tighter where the counting LP is a valid bound too
+        assert opt.upper_bound is not None
+        assert opt.total_throughput - ABS_TOL <= opt.upper_bound <= bound * (1 + 1e-4)
     else:
         assert opt.upper_bound is None
 
