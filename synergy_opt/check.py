@@ -102,12 +102,22 @@ def fair_share_floor(
             t for t, g in biggest.items() if g > 0 and (job.gpu_types is None or t in job.gpu_types)
         )
         fair_tp = _typed_lookup(job, usable, fair_c, fair_m)
+    return fair_tp, fair_tp * forced_split_factor(inst, job)
+
+
+def forced_split_factor(inst: RoundInstance, job: Job) -> float:
+    """``job.split_penalty`` when no server ``job`` may use holds all its GPUs, else 1.
+
+    Such a job must spread even under PROPORTIONAL, so the penalty is part of its
+    GPU-proportional baseline: the one rule the checker, the formulations and the mechanisms
+    share for the forced-split fair-share floor.
+    """
+    biggest = _cluster_facts(inst.cluster)[3]
     if job.gpu_types is None:
         most = max(biggest.values(), default=0)
     else:
         most = max((biggest.get(t, 0) for t in job.gpu_types), default=0)
-    forced_split = job.gpus > most
-    return fair_tp, fair_tp * (job.split_penalty if forced_split else 1.0)
+    return job.split_penalty if job.gpus > most else 1.0
 
 
 def _server_rule_floor(

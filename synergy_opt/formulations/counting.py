@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from synergy_opt.check import fair_share_floor
+from synergy_opt.check import fair_share_floor, forced_split_factor
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.types import (
     MEM_EPS_GB,
@@ -76,8 +76,7 @@ def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     value of an index rectangle of each usable matrix: its minimum no split goes below (the
     relaxation), its maximum no split exceeds (the restriction).
     """
-    biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
-    pen = job.split_penalty if job.gpus > biggest else 1.0
+    pen = forced_split_factor(inst, job)
     if not inst.per_server_shares:
         fair = max(inst.fair_share_throughput(job), fair_share_floor(inst, job)[0])
         return fair * pen, fair * pen

@@ -20,15 +20,14 @@ from typing import Any
 
 import pyomo.environ as pyo
 
+from synergy_opt.check import forced_split_factor
 from synergy_opt.formulations.super_machine import config_tables
 from synergy_opt.types import Job, RoundInstance
 
 
 def _required_floor(inst: RoundInstance, job: Job) -> float:
     """The checker's floor: fair throughput, times split_penalty if no single server can host it."""
-    fair = inst.fair_share_throughput(job)
-    biggest = max((s.gpus for s in inst.cluster.servers if job.may_use(s)), default=0)
-    return fair * job.split_penalty if job.gpus > biggest else fair
+    return inst.fair_share_throughput(job) * forced_split_factor(inst, job)
 
 
 def _model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) -> dict[str, Any]:

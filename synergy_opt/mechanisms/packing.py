@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -126,23 +126,9 @@ class ClusterState:
         """
         if g < 2:
             return None  # one GPU cannot be spread
-        order = sorted(
-            (
-                i
-                for i in range(len(self.servers))
-                if self.free_gpus[i] > 0 and job.may_use(self.servers[i])
-            ),
-            key=lambda i: (-self.free_gpus[i], i),
-        )
-        plan: list[tuple[int, int]] = []
-        left = g
-        for i in order:
-            k = min(left, self.free_gpus[i])
-            plan.append((i, k))
-            left -= k
-            if left == 0:
-                return plan
-        return None
+        usable = (i for i, s in enumerate(self.servers) if job.may_use(s))
+        plan, left = most_free_first(self.free_gpus, usable, g)
+        return plan if left == 0 else None
 
     def fitting_spread_plan(
         self, job: Job, g: int, cpus: int, mem: float
@@ -330,6 +316,27 @@ def select_runnable(inst: RoundInstance) -> list[Job]:
     return out
 
 
+def most_free_first(
+    free: Sequence[int], servers: Iterable[int], gpus: int
+) -> tuple[list[tuple[int, int]], int]:
+    """Take ``gpus`` GPUs from ``servers``, the servers with the most free GPUs first.
+
+    The one spreading rule of the heuristics and the opt rounding: fewest parts, ties to the
+    lower server index.  Returns ``[(server, gpus taken), ...]`` in taking order and the GPUs
+    still missing (0 when the job fits); ``free`` is not changed.
+    """
+    order = sorted((s for s in servers if free[s] > 0), key=lambda s: (-free[s], s))
+    plan: list[tuple[int, int]] = []
+    left = gpus
+    for s in order:
+        if left == 0:
+            break
+        k = min(left, free[s])
+        plan.append((s, k))
+        left -= k
+    return plan, left
+
+
 def split_cpus(total: int, weights: Sequence[int]) -> list[int]:
     """Split whole cores in proportion to ``weights`` (largest remainder, ties by position)."""
     wsum = sum(weights)
@@ -348,6 +355,32 @@ def split_mem(total: float, weights: Sequence[int]) -> list[float]:
     parts = [total * w / wsum for w in weights[:-1]]
     parts.append(max(0.0, total - math.fsum(parts)))
     return parts
+
+
+#: A spread job's share of one server: (server index, gpus, cpus, mem_gb).
+Part = tuple[int, int, int, float]
+
+
+def split_within(old: Sequence[Part], cpus: int, mem: float) -> list[Part]:
+    """Re-split (cpus, mem) over the same servers as ``old`` without growing any part.
+
+    Largest-remainder splits are not monotone in the total (the Alabama paradox), so a
+    proportional re-split could grow one part while shrinking the total; capping each part
+    at its old size and handing the deficit back, first parts first, keeps every server's
+    release >= 0.  TUNE's resident shrinking and the artifact's peer reversion both use it.
+    """
+    weights = [k for _, k, _, _ in old]
+    cs = [min(a, p[2]) for a, p in zip(split_cpus(cpus, weights), old, strict=True)]
+    ms = [min(a, p[3]) for a, p in zip(split_mem(mem, weights), old, strict=True)]
+    short_c, short_m = cpus - sum(cs), mem - sum(ms)
+    for k, p in enumerate(old):
+        add = min(short_c, p[2] - cs[k])
+        cs[k] += add
+        short_c -= add
+        add_m = max(0.0, min(short_m, p[3] - ms[k]))
+        ms[k] += add_m
+        short_m -= add_m
+    return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
 
 
 @dataclass(frozen=True, slots=True)

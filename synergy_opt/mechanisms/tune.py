@@ -28,11 +28,11 @@ from synergy_opt.mechanisms.packing import (
     ClusterState,
     DemandPoint,
     DemandTable,
+    Part,
     order_views,
     place_job,
     select_runnable,
-    split_cpus,
-    split_mem,
+    split_within,
     spread_parts,
     type_views,
 )
@@ -46,8 +46,6 @@ from synergy_opt.types import (
     ThroughputMatrix,
     build_allocation,
 )
-
-Part = tuple[int, int, int, float]  # (server index, gpus, cpus, mem_gb)
 
 
 @dataclass(slots=True)
@@ -65,30 +63,14 @@ class _Placed:
 
 
 def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
-    """Re-split (cpus, mem) over the same servers without growing any part.
+    """Re-split (cpus, mem) over the same servers without growing any part (split_within).
 
-    Largest-remainder splits are not monotone in the total (the Alabama paradox), so a
-    proportional re-split could grow one part while shrinking the total; capping each part
-    at its old size and handing the deficit back keeps every server's release >= 0.
+    A consolidated job's single part is the whole job: it takes (cpus, mem) as they are,
+    even memory up to ``MEM_EPS_GB`` above the old part that the shrunk point may carry.
     """
     if len(old) == 1:  # consolidated: the single part is the whole job
         return [(old[0][0], old[0][1], cpus, mem)]
-    weights = [k for _, k, _, _ in old]
-    cs = [min(a, p[2]) for a, p in zip(split_cpus(cpus, weights), old, strict=True)]
-    ms = [min(a, p[3]) for a, p in zip(split_mem(mem, weights), old, strict=True)]
-    short_c = cpus - sum(cs)
-    for k, p in enumerate(old):
-        add = min(short_c, p[2] - cs[k])
-        cs[k] += add
-        short_c -= add
-    short_m = mem - sum(ms)
-    for k, p in enumerate(old):
-        if short_m <= 0:
-            break
-        add_m = min(short_m, p[3] - ms[k])
-        ms[k] += add_m
-        short_m -= add_m
-    return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
+    return split_within(old, cpus, mem)
 
 
 @register("tune", keeps_fair_share=True, doc="the paper simulator's TUNE")

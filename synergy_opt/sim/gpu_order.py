@@ -29,7 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from synergy_opt.mechanisms import Mechanism, MechanismOptions, canonical_name
-from synergy_opt.mechanisms.packing import DemandTable, select_runnable, split_cpus, split_mem
+from synergy_opt.mechanisms.packing import (
+    DemandTable,
+    Part,
+    select_runnable,
+    split_cpus,
+    split_mem,
+    split_within,
+)
 from synergy_opt.types import (
     MEM_EPS_GB,
     Allocation,
@@ -39,7 +46,6 @@ from synergy_opt.types import (
     build_allocation,
 )
 
-Part = tuple[int, int, int, float]  # (server index, gpus, cpus, mem_gb)
 #: Sort key of a runnable job from (GPU demand, priority rank).
 OrderKey = Callable[[int, int], tuple[int, ...]]
 
@@ -114,22 +120,6 @@ class _Placed:
     parts: list[Part]
     floor: float
     reverted: bool = False
-
-
-def _within(old: list[Part], cpus: int, mem: float) -> list[Part]:
-    """(cpus, mem) re-split over the same parts, no part growing (deficits topped up)."""
-    weights = [k for _, k, _, _ in old]
-    cs = [min(a, p[2]) for a, p in zip(split_cpus(cpus, weights), old, strict=True)]
-    ms = [min(a, p[3]) for a, p in zip(split_mem(mem, weights), old, strict=True)]
-    short_c, short_m = cpus - sum(cs), mem - sum(ms)
-    for k, p in enumerate(old):
-        add = min(short_c, p[2] - cs[k])
-        cs[k] += add
-        short_c -= add
-        add_m = max(0.0, min(short_m, p[3] - ms[k]))
-        ms[k] += add_m
-        short_m -= add_m
-    return [(p[0], p[1], c, m) for p, c, m in zip(old, cs, ms, strict=True)]
 
 
 def _priority_order(gpus: int, rank: int) -> tuple[int, ...]:
@@ -244,7 +234,7 @@ class GpuOrderTune:
             s = self._demand.shrink(r.job, c_tot, m_tot, r.cpus, r.mem, r.floor)
             if s is None or (s.cpus >= r.cpus and s.mem_gb >= r.mem - MEM_EPS_GB):
                 continue
-            new = _within(r.parts, s.cpus, s.mem_gb)
+            new = split_within(r.parts, s.cpus, s.mem_gb)
             for old_p, new_p in zip(r.parts, new, strict=True):
                 free.give(old_p[0], old_p[2] - new_p[2], old_p[3] - new_p[3])
             r.parts, r.cpus, r.mem = new, s.cpus, s.mem_gb

@@ -18,6 +18,7 @@ import numpy as np
 
 from synergy_opt.formulations.fast import build_placement_fast, build_server_classes
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.packing import most_free_first
 from synergy_opt.types import Job
 
 #: The server-class MIP route runs only on rounds with at most this many columns
@@ -60,15 +61,7 @@ def _spread_over(
     job: Job, free_g: list[int], allowed: tuple[int, ...]
 ) -> tuple[tuple[int, int], ...]:
     """The job's GPUs over the fewest allowed servers (most free GPUs first)."""
-    order = sorted((s for s in allowed if free_g[s] > 0), key=lambda s: (-free_g[s], s))
-    parts: list[tuple[int, int]] = []
-    need = job.gpus
-    for s in order:
-        k = min(need, free_g[s])
-        parts.append((s, k))
-        need -= k
-        if need == 0:
-            break
+    parts, need = most_free_first(free_g, allowed, job.gpus)
     if need:
         raise RoundingError(f"no whole-GPU placement for job {job.id}")
     for s, k in parts:
@@ -303,14 +296,10 @@ def _round_spans_greedy(
                 per[s] = per.get(s, 0) + k
                 free[s] -= k
                 need -= k
-        for s in sorted(allowed, key=lambda s: (-free[s], s)):
-            if need == 0:
-                break
-            k = min(need, free[s])
-            if k > 0:
-                per[s] = per.get(s, 0) + k
-                free[s] -= k
-                need -= k
+        spread, need = most_free_first(free, allowed, need)
+        for s, k in spread:
+            per[s] = per.get(s, 0) + k
+            free[s] -= k
         if need:
             return None
     free_g[:] = free
@@ -396,12 +385,8 @@ def hungry_spread(ctx: RoundContext) -> GpuPlan:
                 k = min(left, free_g[s] - 1)
                 gpus[s] += k
                 left -= k
-            for s in sorted(set(rich) - set(span), key=lambda s: (-free_g[s], s)):
-                if not left:
-                    break
-                k = min(left, free_g[s])
-                gpus[s] = k
-                left -= k
+            rest, left = most_free_first(free_g, set(rich) - set(span), left)
+            gpus.update(rest)
             if left:
                 raise RoundingError(f"no whole-GPU placement for job {job.id}")
             parts = sorted(gpus.items())
