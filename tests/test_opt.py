@@ -646,8 +646,8 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
 ) -> None:
     """64-GPU split-penalty round (seed 4): the optimum (proven by the counting model)
     spreads a 6-GPU and an 8-GPU penalised job over servers whose cores and memory they
-    draw.  With 600-column neighbourhoods the 8-server MIP lost those servers and ``opt``
-    stopped at 0.994 of the optimum; with :data:`LNS_MAX_COLUMNS` 1500 it reaches it."""
+    draw.  With 3-server, 600-column neighbourhoods (the 8-server MIP lost those servers)
+    ``opt`` stopped at 0.994 of the optimum; with the present limits it reaches it."""
     from synergy_opt.formulations.counting_fast import solve_counting
     from synergy_opt.generate import family_round
     from synergy_opt.mechanisms.opt import neighbourhood
@@ -660,6 +660,8 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= (1 - 1e-4) * exact.objective - ABS_TOL
     assert {j.id for j in alloc.jobs} == {j.id for j in runnable}
+    # The earlier neighbourhoods (3 servers, 600 columns, 300 nodes) stop short of it.
+    monkeypatch.setattr(neighbourhood, "LNS_SERVERS", 3)
     monkeypatch.setattr(neighbourhood, "LNS_MAX_COLUMNS", 600)
     monkeypatch.setattr(neighbourhood, "LNS_NODES", 300)
     narrow = make_mechanism("opt").allocate(inst)
