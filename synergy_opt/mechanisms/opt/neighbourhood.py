@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synergy_opt.formulations.fast import class_key, matrix_model, useful_points
+from synergy_opt.formulations.fast import class_key, useful_points
+from synergy_opt.matrix import matrix_model
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import Job, PlacementPart
