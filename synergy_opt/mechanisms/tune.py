@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from synergy_opt.check import forced_split_factor
 from synergy_opt.mechanisms.base import MechanismOptions, register, register_alias
 from synergy_opt.mechanisms.packing import (
     ClusterState,
@@ -262,8 +263,8 @@ class Tune:
                 return parts
             w = v.sensitivity.lookup(cpus, mem) * (v.split_penalty if len(parts) > 1 else 1.0)
             need = _floor_on(inst, mats, parts)
-            if len(parts) > 1 and v.gpus > state.max_server_gpus(v):
-                need *= v.split_penalty  # a forced spread: the baseline pays it too
+            if len(parts) > 1:  # a forced spread: the baseline pays the penalty too
+                need *= forced_split_factor(inst, v)
             if w >= need - THROUGHPUT_EPS:
                 return parts
             for i, g, c, m in parts:
