@@ -666,3 +666,30 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
     monkeypatch.setattr(neighbourhood, "LNS_NODES", 300)
     narrow = make_mechanism("opt").allocate(inst)
     assert narrow.total_throughput < (1 - 1e-3) * exact.objective
+
+
+def test_neighbourhood_keeps_the_per_server_floor_on_mixed_shapes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """32-GPU mixed-shapes round (seed 1174) under the per-server share rule: the pooled
+    floor is the poorest server's (0.1 for a 4-GPU job), but the checker asks W at the
+    shares of the servers it lands on (1.0 on the 500-GB ones).  A neighbourhood MIP that
+    took the pooled floor spread that job at 0.1, the check failed and opt fell back to
+    tune (0.64 of the optimum).  With the 3-server neighbourhoods that hit it, opt now
+    passes the check and reaches the proven optimum."""
+    from synergy_opt.formulations.counting_fast import solve_counting
+    from synergy_opt.generate import family_round
+    from synergy_opt.mechanisms.opt import neighbourhood
+
+    inst = family_round("mixed-shapes", 32, seed=1174)
+    assert inst.per_server_shares
+    exact = solve_counting(inst, select_runnable(inst), time_limit=60)
+    assert exact.status is TerminationStatus.OPTIMAL and exact.objective is not None
+    for name, value in (("LNS_SERVERS", 3), ("LNS_MAX_COLUMNS", 600), ("LNS_NODES", 300)):
+        monkeypatch.setattr(neighbourhood, name, value)
+    monkeypatch.setattr(neighbourhood, "LNS_PATIENCE", 3)
+    monkeypatch.setattr(neighbourhood, "LNS_JOB_TRIES", 3)
+    alloc = make_mechanism("opt").allocate(inst)
+    assert alloc.notes == ()
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput >= 0.99 * exact.objective - ABS_TOL

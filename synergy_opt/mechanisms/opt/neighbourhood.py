@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from synergy_opt.check import forced_split_factor
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.matrix import matrix_model
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
@@ -270,10 +271,20 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
         r_k = row(f"cover[{first.id}]", float(len(members)), float(len(members)))
         allowed = [s for s in hood if first.may_use(servers[s])]
         if not ctx.must_spread(first):
+            # Under the per-server share rule a whole job's floor is its own server's share
+            # (the checker's), not the smallest over servers that ``fair`` pools: a point
+            # below that floor on server s is no column there (mixed shapes, 32 GPUs, seed
+            # 1174: a 0.1 point on a rich server failed the check and opt fell back to tune).
+            floor = [
+                inst.fair_share_throughput_on(first, (PlacementPart(servers[s].name, g, 0, 0.0),))
+                for s in range(len(servers))
+            ]
             for c, m, w in useful_points(first.sensitivity, fair):
                 for s in allowed:
                     ub = min(len(members), int(servers[s].gpus // g))
                     if ub < 1 or c > cap_c[s] or m > cap_m[s] + 1e-9:
+                        continue
+                    if w < floor[s] - 1e-9:
                         continue
                     col(
                         [(r_k, 1.0), (r_g[s], float(g)), (r_c[s], float(c)), (r_m[s], m)],
@@ -286,6 +297,15 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             continue
         pen = first.split_penalty
         required = fair * pen if ctx.must_spread(first) else fair
+        if inst.per_server_shares:
+            # A spread job's floor is W at the sum of its servers' shares, at most W at g
+            # GPUs' worth of the richest cores and memory per GPU among the servers it may
+            # use here: requiring that keeps every span's check (the pooled ``fair`` is the
+            # poorest server's and let a 4-GPU job spread at 0.1 below its floor of 1).
+            shares = [inst.server_share(g, servers[s]) for s in allowed]
+            rich_c, rich_m = max(c for c, _ in shares), max(m for _, m in shares)
+            rich = min(w.lookup(rich_c, rich_m) for w in inst.usable_matrices(first))
+            required = max(required, rich * forced_split_factor(inst, first))
         pts = useful_points(first.sensitivity, required / pen)
         n_slots = len(members) if ctx.must_spread(first) else min(len(members), LNS_SLOTS_PER_CLASS)
         prev_used: int | None = None
