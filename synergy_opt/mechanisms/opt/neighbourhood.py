@@ -41,11 +41,13 @@ log = logging.getLogger(__name__)
 
 #: Rounds with at most this many servers are improved as one neighbourhood (all servers).
 LNS_WHOLE_ROUND_SERVERS: int = 4
-#: Servers per neighbourhood on larger rounds.  Three were too few on 128-GPU split-penalty
-#: rounds: a penalised job worth spreading needs the servers that lose most and those with
-#: cores and memory to spare at once (seed 1003: 0.982 -> 0.992, seed 3: 0.993 of the best
-#: incumbent the exact model found in 30 s).
-LNS_SERVERS: int = 6
+#: Servers per neighbourhood on larger rounds, one neighbourhood of each size per try.
+#: Three were too few on 128-GPU split-penalty rounds: a penalised job worth spreading
+#: needs the servers that lose most and those with cores and memory to spare at once; no
+#: one size served every round (best incumbent of the exact model in 30 s: split-penalty
+#: seed 1003 0.992 with 6, 0.984 with 8; seed 3 0.993 with 6, 0.999 with 8; multi-gpu 64
+#: GPUs seed 1131 0.987 with 6, the optimum with 8).
+LNS_SERVERS: tuple[int, ...] = (6, 8)
 #: Servers per neighbourhood built around one job far below its super-machine point.
 LNS_JOB_SERVERS: int = 8
 #: Such job-centred neighbourhoods per round (split-penalty rounds at 128 GPUs needed 6:
@@ -182,15 +184,16 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
         if sorted(hood) not in [sorted(h) for h in hoods]:
             hoods.append(hood)
     for i in range(LNS_TRIES):
-        pick: list[int] = []
-        for s in (by_loss[i % len(servers)], by_spare[i % len(servers)], *by_loss, *by_spare):
-            if s not in pick:
-                pick.append(s)
-            if len(pick) == LNS_SERVERS:
-                break
-        hood = tuple(pick)
-        if sorted(hood) not in [sorted(h) for h in hoods]:
-            hoods.append(hood)
+        for size in LNS_SERVERS:
+            pick: list[int] = []
+            for s in (by_loss[i % len(servers)], by_spare[i % len(servers)], *by_loss, *by_spare):
+                if s not in pick:
+                    pick.append(s)
+                if len(pick) == size:
+                    break
+            hood = tuple(pick)
+            if sorted(hood) not in [sorted(h) for h in hoods]:
+                hoods.append(hood)
     return hoods
 
 
@@ -378,7 +381,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
                     False,
                     ("m", k, (i, s)),
                 )
-    if len(cols) > LNS_MAX_COLUMNS and len(hood) > LNS_SERVERS:
+    if len(cols) > LNS_MAX_COLUMNS and len(hood) > min(LNS_SERVERS):
         # Too big to solve quickly (HiGHS's root alone takes seconds on 700 columns):
         # drop the neighbourhood's last server (the one with least to spare) and retry.
         return _solve_hood(ctx, state, hood[:-1])
@@ -387,7 +390,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     # whole of a small round and on job-centred neighbourhoods HiGHS finds more from scratch
     # within the node limit (measured: 32-GPU mixed-shapes seed 7 reaches its optimum 29.27
     # without a start, 28.77 with one; split-penalty 128 seed 1 57.24 against 56.75).
-    warm = len(hood) <= LNS_SERVERS < len(servers)
+    warm = len(hood) <= min(LNS_SERVERS) < len(servers)
     start = _start(state, all_parts, class_list, owner, index) if warm else None
     res = ctx.solve(mm, rel_gap=LNS_REL_GAP / 1000.0, node_limit=LNS_NODES, start=start)
     if res.x is None:
