@@ -21,7 +21,23 @@ from synergy_opt.mechanisms.packing import (
     select_runnable,
     type_views,
 )
-from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
+from synergy_opt.types import Allocation, Job, PlacementPart, RoundInstance, build_allocation
+
+
+def place_at_share(
+    state: ClusterState, inst: RoundInstance, view: Job, cpus: int, mem: float
+) -> list[tuple[int, int, int, float]] | None:
+    """Place ``view`` at its GPU-proportional share (``cpus``, ``mem`` under the cluster rule).
+
+    Spreading a job that fits on one server costs it its split penalty; the baseline then
+    waits for a whole server rather than run below its own share, and a bigger job spreads
+    by what the servers can feed.  Shared by PROPORTIONAL and TYPE-AWARE.
+    """
+    consolidable = view.gpus <= state.max_server_gpus(view)
+    spread_ok = not consolidable or view.split_penalty >= 1.0
+    if inst.per_server_shares:
+        return place_at_server_shares(state, inst, view, allow_spread=spread_ok)
+    return place_job(state, view, cpus, mem, allow_spread=spread_ok, fit_spread=True)
 
 
 @register("proportional", keeps_fair_share=True, doc="GPU-proportional cores and memory")
@@ -50,15 +66,7 @@ class Proportional:
             # type-agnostically (the view whose best-fit server is tightest first).
             views = type_views(inst, job)
             for k in order_views(state, views, [(c, m)] * len(views)):
-                view = views[k]
-                # Spreading a job that fits on one server costs it its split penalty; the
-                # baseline then waits for a whole server rather than run below its own share.
-                consolidable = view.gpus <= state.max_server_gpus(view)
-                spread_ok = not consolidable or view.split_penalty >= 1.0
-                if inst.per_server_shares:
-                    parts = place_at_server_shares(state, inst, view, allow_spread=spread_ok)
-                else:
-                    parts = place_job(state, view, c, m, allow_spread=spread_ok, fit_spread=True)
+                parts = place_at_share(state, inst, views[k], c, m)
                 if parts:
                     placements[job.id] = [
                         PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts

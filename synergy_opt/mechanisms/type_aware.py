@@ -29,11 +29,10 @@ import time
 from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.packing import (
     ClusterState,
-    place_at_server_shares,
-    place_job,
     select_runnable,
     type_views,
 )
+from synergy_opt.mechanisms.proportional import place_at_share
 from synergy_opt.mechanisms.tune import Tune
 from synergy_opt.types import Allocation, PlacementPart, RoundInstance, build_allocation
 
@@ -74,15 +73,7 @@ class TypeAware:
             c, m = inst.fair_share(job)
             views = views_of[job.id]
             for k in ranked[job.id]:
-                view = views[k]
-                # As PROPORTIONAL: a job that fits on one server waits for one rather than
-                # pay its split penalty; a bigger one spreads by what servers can feed.
-                consolidable = view.gpus <= state.max_server_gpus(view)
-                spread_ok = not consolidable or view.split_penalty >= 1.0
-                if inst.per_server_shares:
-                    parts = place_at_server_shares(state, inst, view, allow_spread=spread_ok)
-                else:
-                    parts = place_job(state, view, c, m, allow_spread=spread_ok, fit_spread=True)
+                parts = place_at_share(state, inst, views[k], c, m)  # as PROPORTIONAL
                 if parts:
                     placements[job.id] = [
                         PlacementPart(names[i], g, pc, pm) for i, g, pc, pm in parts
