@@ -233,6 +233,35 @@ def part_index(data: dict[str, Any]) -> list[tuple[int, int, int]]:
     return [(k, i, s) for k, i in data["slots"] for s in data["slot_servers"][k, i]]
 
 
+Index = tuple[int, int, int]
+
+
+def index_groups(
+    data: Any, parts: Sequence[Index]
+) -> tuple[
+    dict[int, list[Index]],
+    dict[int, list[Index]],
+    dict[int, list[Index]],
+    dict[tuple[int, int], list[Index]],
+]:
+    """Whole-job columns by server and by class, spread parts by server and by slot.
+
+    The rows of both builders (Pyomo and matrix) sum over these groups; one grouping keeps
+    their row order the same.
+    """
+    x_at: dict[int, list[Index]] = {s: [] for s in data["G"]}
+    x_of: dict[int, list[Index]] = {k: [] for k in data["g"]}
+    for s, k, p in data["x_index"]:
+        x_at[s].append((s, k, p))
+        x_of[k].append((s, k, p))
+    parts_at: dict[int, list[Index]] = {s: [] for s in data["G"]}
+    parts_of: dict[tuple[int, int], list[Index]] = {ki: [] for ki in data["slots"]}
+    for k, i, s in parts:
+        parts_at[s].append((k, i, s))
+        parts_of[k, i].append((k, i, s))
+    return x_at, x_of, parts_at, parts_of
+
+
 def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int, float]:
     """Upper bounds of (a, cp, mp) for a part of slot (k, i) on server s.
 
@@ -319,16 +348,7 @@ def build_from_data(  # noqa: C901 - one rule per row family
         doc="(class, slot, point) of spread jobs",
     )
     m.P = pyo.Set(dimen=3, ordered=True, initialize=parts, doc="(class, slot, server) parts")
-    x_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
-    x_of: dict[int, list[tuple[int, int, int]]] = {k: [] for k in g}
-    for s, k, p in data["x_index"]:
-        x_at[s].append((s, k, p))
-        x_of[k].append((s, k, p))
-    parts_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
-    parts_of: dict[tuple[int, int], list[tuple[int, int, int]]] = {ki: [] for ki in data["slots"]}
-    for k, i, s in parts:
-        parts_at[s].append((k, i, s))
-        parts_of[k, i].append((k, i, s))
+    x_at, x_of, parts_at, parts_of = index_groups(data, parts)
 
     m.x = pyo.Var(
         m.X,

@@ -33,6 +33,7 @@ import numpy as np
 
 from synergy_opt.formulations.counting import (
     _model_data,
+    index_groups,
     part_bounds,
     part_index,
     restrict_points,
@@ -128,16 +129,7 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
 
     rows = _Rows()
     inf = math.inf
-    x_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
-    x_of: dict[int, list[tuple[int, int, int]]] = {k: [] for k in g}
-    for s, k, p in data["x_index"]:
-        x_at[s].append((s, k, p))
-        x_of[k].append((s, k, p))
-    parts_at: dict[int, list[tuple[int, int, int]]] = {s: [] for s in G}
-    parts_of: dict[tuple[int, int], list[tuple[int, int, int]]] = {ki: [] for ki in data["slots"]}
-    for k, i, s in parts:
-        parts_at[s].append((k, i, s))
-        parts_of[k, i].append((k, i, s))
+    x_at, x_of, parts_at, parts_of = index_groups(data, parts)
 
     def used(
         k: int, i: int, coef: Callable[[int], float] = lambda p: 1.0
