@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 from synergy_opt.types import (
     Allocation,
@@ -91,7 +90,7 @@ def fair_share_floor(
     value over the servers the job may use.  Under ``"cluster"``, the cluster-wide share.
     Either way a job with per-type matrices is read in its slowest usable type's matrix.
     """
-    g_total, c_total, m_total, biggest = _cluster_facts(inst.cluster)
+    g_total, c_total, m_total, biggest, _ = _cluster_facts(inst.cluster)
     if inst.fair_share_mode == "server":
         fair_tp = _server_rule_floor(inst, job, parts)
     else:
@@ -124,7 +123,7 @@ def _server_rule_floor(
     inst: RoundInstance, job: Job, parts: Sequence[PlacementPart] | None
 ) -> float:
     """The per-server rule's fair-share throughput (recomputed from the raw servers)."""
-    servers = {s.name: s for s in inst.cluster.servers}
+    servers = _cluster_facts(inst.cluster)[4]
 
     def share(g: int, s: Server) -> tuple[int, float]:
         return (g * s.cpus) // s.gpus, g * s.mem_gb / s.gpus
@@ -146,18 +145,33 @@ def _server_rule_floor(
     return _typed_lookup(job, types, cores, mem)
 
 
-@lru_cache(maxsize=16)
-def _cluster_facts(cluster: Cluster) -> tuple[int, int, float, dict[str | None, int]]:
-    """G, C, M and the biggest server per GPU type, once per cluster (not once per job)."""
+ClusterFacts = tuple[int, int, float, dict[str | None, int], dict[str, Server]]
+#: Clusters seen lately, by identity (the cluster kept alive so its id is not reused): a
+#: hash-keyed cache hashed every server of the cluster on each of thousands of calls.
+_CLUSTER_FACTS: dict[int, tuple[Cluster, ClusterFacts]] = {}
+_CLUSTER_FACTS_SIZE: int = 16
+
+
+def _cluster_facts(cluster: Cluster) -> ClusterFacts:
+    """G, C, M, the biggest server per GPU type and the servers by name, once per cluster
+    (not once per job)."""
+    hit = _CLUSTER_FACTS.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
     biggest: dict[str | None, int] = {}
     for s in cluster.servers:
         biggest[s.gpu_type] = max(biggest.get(s.gpu_type, 0), s.gpus)
-    return (
+    out = (
         sum(s.gpus for s in cluster.servers),
         sum(s.cpus for s in cluster.servers),
         math.fsum(s.mem_gb for s in cluster.servers),
         biggest,
+        {s.name: s for s in cluster.servers},
     )
+    if len(_CLUSTER_FACTS) >= _CLUSTER_FACTS_SIZE:
+        del _CLUSTER_FACTS[next(iter(_CLUSTER_FACTS))]
+    _CLUSTER_FACTS[id(cluster)] = (cluster, out)
+    return out
 
 
 # --------------------------------------------------------------------------- facts
@@ -191,11 +205,41 @@ class Facts:
     jobs: dict[str, Job]
     servers: dict[str, Server]
     scheduled: tuple[Scheduled, ...]
+    #: (fair-share throughput, required throughput) per scheduled job id, filled on first
+    #: use by :meth:`floor`: two rules read it, and jobs of one class on the same servers
+    #: share one computation.
+    floors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _floor_memo: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
         """Recomputed total throughput of the scheduled jobs."""
         return sum(s.throughput for s in self.scheduled)
+
+    def floor(self, s: Scheduled) -> tuple[float, float]:
+        """:func:`fair_share_floor` of ``s`` as placed, computed once per job class and
+        footprint (what the floor reads: the job's matrices, GPUs, types and split penalty,
+        and under the per-server rule the GPUs it holds per server)."""
+        got = self.floors.get(s.alloc.id)
+        if got is not None:
+            return got
+        job = s.job
+        footprint: tuple[tuple[str, int], ...] = ()
+        if self.inst.fair_share_mode == "server":
+            footprint = tuple(sorted((p.server, p.gpus) for p in s.alloc.placement))
+        key = (
+            id(job.sensitivity),
+            id(job.sensitivity_by_type),
+            job.gpus,
+            job.gpu_types,
+            job.split_penalty,
+            footprint,
+        )
+        got = self._floor_memo.get(key)
+        if got is None:
+            got = self._floor_memo[key] = fair_share_floor(self.inst, job, s.alloc.placement)
+        self.floors[s.alloc.id] = got
+        return got
 
 
 def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
@@ -357,7 +401,7 @@ def _throughput(f: Facts) -> Iterator[Violation]:
 
 def _fair_share_report(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
-        fair_tp, _ = fair_share_floor(f.inst, s.job, s.alloc.placement)
+        fair_tp, _ = f.floor(s)
         if not _close(fair_tp, s.alloc.fair_share_throughput):
             yield Violation(
                 "fair-share-report",
@@ -368,7 +412,7 @@ def _fair_share_report(f: Facts) -> Iterator[Violation]:
 
 def _fair_share(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
-        _, required = fair_share_floor(f.inst, s.job, s.alloc.placement)
+        _, required = f.floor(s)
         if s.throughput < required - ABS_TOL:
             yield Violation(
                 "fair-share",
