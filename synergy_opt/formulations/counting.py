@@ -35,6 +35,7 @@ Public API (used by ``opt-exact`` and by ``opt`` for bounds)::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,13 +95,58 @@ def _spread_floor(inst: RoundInstance, job: Job) -> tuple[float, float]:
     return min(values) * pen, max(values) * pen
 
 
-def _min_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
-    """Element-wise minimum of matrices on one grid (a job spanning GPU types runs at its
-    slowest type's value); matrices on different grids are looked up on the union grid."""
+def _spread_variants(
+    job: Job, allowed: Sequence[int], servers: Sequence[Server]
+) -> list[tuple[ThroughputMatrix, tuple[int, ...]]]:
+    """(matrix, servers) of each spread variant of ``job``: exact for any number of types.
+
+    The checker values a job spread over servers of GPU types T at min over T of W_t (the
+    floor look-up of each, times the penalty).  Every set T of the job's distinct matrices
+    gives the value V_T = that minimum; its *closure* adds every type whose matrix is >= V_T
+    everywhere, which leaves V_T unchanged.  One variant per distinct closure U (its
+    servers: those of U's types; its matrix: V_U) is then exact both ways:
+
+    * a job spread over exactly the types T runs in the variant closure(T) at V_T, its
+      real value (nothing real is lost);
+    * a job of variant U spread over any T' within U really earns V_T' >= V_U (no model
+      value exceeds the real one).
+
+    Types with ordered matrices (a faster GPU is faster everywhere, as the derived per-type
+    profiles are) give one variant per type, {fastest}, {two fastest}, ...; variants with
+    fewer than two servers are left out (a job there cannot spread).  Matrices on different
+    grids are compared on the union grid, where each one's look-up equals its own.
+    """
+    by_matrix: dict[ThroughputMatrix, list[int]] = {}
+    for s in allowed:
+        by_matrix.setdefault(job.matrix_for(servers[s].gpu_type), []).append(s)
+    mats = list(by_matrix)
+    if len(mats) == 1:
+        ss = tuple(by_matrix[mats[0]])
+        return [(mats[0], ss)] if len(ss) >= 2 else []
     cpus = sorted({c for w in mats for c in w.cpus})
     mem = sorted({m for w in mats for m in w.mem_gb})
-    rows = [[min(w.lookup(c, m) for w in mats) for m in mem] for c in cpus]
-    return ThroughputMatrix.from_lists(cpus, mem, rows)
+    grid = [tuple(w.lookup(c, m) for c in cpus for m in mem) for w in mats]
+    closures: dict[frozenset[int], tuple[float, ...]] = {}
+    for size in range(1, len(mats) + 1):
+        for combo in itertools.combinations(range(len(mats)), size):
+            low = tuple(min(v) for v in zip(*(grid[i] for i in combo), strict=True))
+            closed = frozenset(
+                i
+                for i in range(len(mats))
+                if all(a >= b for a, b in zip(grid[i], low, strict=True))
+            )
+            closures.setdefault(closed, low)
+    out = []
+    for closed, low in closures.items():
+        ss = tuple(s for s in allowed if any(s in by_matrix[mats[i]] for i in closed))
+        if len(ss) < 2:
+            continue
+        if len(closed) == 1:
+            out.append((mats[next(iter(closed))], ss))
+            continue
+        rows = [low[r * len(mem) : (r + 1) * len(mem)] for r in range(len(cpus))]
+        out.append((ThroughputMatrix.from_lists(cpus, mem, rows), ss))
+    return out
 
 
 def _class_key(job: Job) -> tuple[object, ...]:
@@ -123,9 +169,9 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     ``server_classes`` (runs of identical servers) and ``symmetry`` (add ``sym_server_order``).
 
     A job with per-GPU-type matrices gets, on each server, the points of that server's
-    type; its spread slots come per GPU type (servers of that type, its matrix) and, where
-    it may use several types, one more variant over all of them at the slowest type's
-    value; that variant under-credits a job with three or more distinct matrices.
+    type; its spread slots come in variants, one per set of types whose slowest-type value
+    differs (:func:`_spread_variants`), each on its types' servers at that value: exact
+    for any number of GPU types.
 
     Under per-server fair shares a spread job's floor depends on its GPU split
     (:func:`_spread_floor`): ``spread_floor="high"`` keeps every slot point above the
@@ -151,7 +197,6 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     slots: list[tuple[int, int]] = []
     slot_points: dict[tuple[int, int], tuple[Point, ...]] = {}
     slot_servers: dict[tuple[int, int], tuple[int, ...]] = {}
-    exact = True
     floor_gap = False
     for k, js in enumerate(members):
         job = js[0]
@@ -178,20 +223,14 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         low, high = _spread_floor(inst, job)
         required = high if spread_floor == "high" else low
         floor_gap = floor_gap or high > low + 1e-12
-        by_matrix: dict[int, tuple[ThroughputMatrix, list[int]]] = {}
-        for s in allowed:
-            w = job.matrix_for(servers[s].gpu_type)
-            by_matrix.setdefault(id(w), (w, []))[1].append(s)
-        variants = [(w, tuple(ss)) for w, ss in by_matrix.values() if len(ss) >= 2]
-        if len(by_matrix) > 1:
-            variants.append((_min_matrix([w for w, _ in by_matrix.values()]), allowed))
-            exact = exact and len(by_matrix) <= 2
+        variants = _spread_variants(job, allowed, servers)
         pen = job.split_penalty
         for w, ss in variants:
             pts = tuple((c, m, v * pen) for c, m, v in useful_points(w, required / pen))
             if not pts:
                 continue
-            for _ in range(n[k]):
+            # A variant holds at most as many spread jobs as its servers have GPUs for.
+            for _ in range(min(n[k], sum(G[s] for s in ss) // job.gpus)):
                 ki = (k, sum(1 for kk, _ in slots if kk == k))
                 slots.append(ki)
                 slot_points[ki] = pts
@@ -217,10 +256,10 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "M": M,
         "server_classes": tuple(tuple(v) for v in shapes.values() if len(v) > 1),
         "symmetry": symmetry,
-        "exact": exact and not floor_gap,
+        "exact": not floor_gap,
         # Solutions are allocations that keep every floor / the optimum bounds them all:
         "feasible": not floor_gap or spread_floor == "high",
-        "bound_valid": exact and (not floor_gap or spread_floor == "low"),
+        "bound_valid": not floor_gap or spread_floor == "low",
         "floor_gap": floor_gap,
     }
 

@@ -326,21 +326,20 @@ def _start_vector(
             p = max(fits, key=lambda q: (data["x_point"][s, k, q][2], -q))
             x[pos["x", (s, k, p)]] += 1
             continue
-        slot = next(
-            (
-                ki
-                for ki in data["slots"]
-                if ki[0] == k and free[ki] and set(servers) <= set(data["slot_servers"][ki])
-            ),
-            None,
-        )
-        if slot is None:
+        # The free slot (of any variant whose servers hold the parts) crediting the most:
+        # the variant of exactly its GPU types, where the job has per-type matrices.
+        best: tuple[float, int, tuple[int, int]] | None = None
+        for ki in data["slots"]:
+            if ki[0] != k or not free[ki] or not set(servers) <= set(data["slot_servers"][ki]):
+                continue
+            pts = data["slot_points"][ki]
+            for v, (c, m, w) in enumerate(pts):
+                if c <= cores and m <= mem + 1e-6 and (best is None or w > best[0]):
+                    best = (w, v, ki)
+        if best is None:
             return None
+        _, q, slot = best
         pts = data["slot_points"][slot]
-        fits = [q for q, (c, m, _) in enumerate(pts) if c <= cores and m <= mem + 1e-6]
-        if not fits:
-            return None
-        q = max(fits, key=lambda v: (pts[v][2], -v))
         free[slot] = False
         x[pos["y", (*slot, q)]] = 1.0
         c_left, m_left = pts[q][0], pts[q][1]
@@ -362,8 +361,8 @@ class CountingResult:
     """One counting-model solve: placements (job id -> parts), objective and proven bound.
 
     ``dual_bound`` is the solver's bound on the counting optimum (valid for any allocation
-    of the same jobs that keeps the floors); None when the model is not exact (a job with
-    three or more distinct per-type matrices may spread: see ``_model_data``).
+    of the same jobs that keeps the floors); None when the model's data is no relaxation
+    (``bound_valid`` false: the restricted spread floors of ``_model_data``).
     ``placements`` is empty without a solution.
     """
 

@@ -1,0 +1,329 @@
+"""The counting model with three GPU types: exact, checked against the checker itself.
+
+* Tiny 3-type rounds (<= 3 jobs on 3 servers of types v100, p100, k80, per-type matrices
+  drawn independently, so no type is faster everywhere): ``opt-exact`` and the counting
+  model equal a brute-force enumeration that values every allocation with the checker
+  (every GPU split, every total grid point, cores and memory of spread jobs distributed by
+  a max-flow), under both fair-share rules and on mixed server shapes.
+* The spread variants: one per set of types whose slowest-type value differs; types
+  ordered by speed give one per type.
+* The Pyomo reference equals the fast path on generated 3-type rounds.
+* ``opt-exact`` proves generated 3-type rounds (v100/p100/k80) at 32 and 64 GPUs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from synergy_opt.check import check_allocation, fair_share_floor
+from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, generate_instance
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.types import (
+    Allocation,
+    Cluster,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+    build_allocation,
+)
+from tests.test_exact import _same_model
+
+ABS_TOL = 1e-6
+TYPES = ("v100", "p100", "k80")
+
+
+def approx(x: float) -> Any:
+    return pytest.approx(x, rel=1e-6, abs=ABS_TOL)
+
+
+# --------------------------------------------------------------------------- tiny rounds
+
+
+def _matrix(rng: np.random.Generator, g: int) -> ThroughputMatrix:
+    """A random 2 x 2 matrix, ascending in both resources, on the job's grid."""
+    a = round(float(rng.uniform(0.1, 1.0)), 2)
+    b = round(a + float(rng.uniform(0.0, 0.8)), 2)
+    c = round(a + float(rng.uniform(0.0, 0.8)), 2)
+    d = round(max(b, c) + float(rng.uniform(0.0, 0.8)), 2)
+    return ThroughputMatrix.from_lists([g, 3 * g], [10.0 * g, 20.0 * g], [[a, b], [c, d]])
+
+
+def tiny_round(seed: int) -> RoundInstance:
+    """3 servers, one per type (1-2 GPUs), 2-3 jobs of 1-3 GPUs with per-type matrices.
+
+    Even seeds: every server has 2 cores and 15 GB per GPU (the two fair-share rules
+    agree); odd seeds: shapes differ and the ``"server"`` rule's floors depend on the split.
+    """
+    rng = np.random.default_rng(seed)
+    servers = []
+    for i, t in enumerate(TYPES):
+        g = int(rng.integers(1, 3))
+        cores, mem = (
+            (2, 15.0)
+            if seed % 2 == 0
+            else (int(rng.integers(1, 4)), 10.0 * int(rng.integers(1, 3)))
+        )
+        servers.append(Server(f"s{i}", g, cores * g, mem * g, t))
+    cluster = Cluster(tuple(servers))
+    total = cluster.total_gpus
+    jobs = []
+    for j in range(int(rng.integers(2, 4))):
+        g = int(rng.choice([1, 2, 2, 3, 3]))
+        g = min(g, total)
+        by_type = tuple((t, _matrix(rng, g)) for t in TYPES[1:])
+        pen = float(rng.choice([1.0, 0.9]))
+        jobs.append(
+            Job(f"j{j}", g, _matrix(rng, g), split_penalty=pen, sensitivity_by_type=by_type)
+        )
+    rule = "cluster" if seed % 4 == 1 else "server"
+    return RoundInstance(f"tiny3-{seed}", cluster, tuple(jobs), rule)
+
+
+Option = tuple[tuple[int, ...], int, float, float]
+
+
+def _options(inst: RoundInstance, job: Job) -> list[Option]:
+    """(GPUs per server, total cores, total GB, value) for every way the job may run at a
+    grid point of its matrices, kept where the checker's floor for that split holds.
+
+    The value is read here (the slowest type's look-up, times the penalty when spread) and
+    compared with the checker's in :func:`brute_force`."""
+    servers = inst.cluster.servers
+    mats = [job.sensitivity, *(w for _, w in job.sensitivity_by_type or ())]
+    cpus = sorted({c for w in mats for c in w.cpus})
+    mem = sorted({m for w in mats for m in w.mem_gb})
+    totals = [(c, m) for c in cpus for m in mem] + [(0, 0.0)]
+    ranges = [range(min(job.gpus, s.gpus) + 1) if job.may_use(s) else range(1) for s in servers]
+    out = []
+    for split in itertools.product(*ranges):
+        if sum(split) != job.gpus:
+            continue
+        used = [s for s, a in enumerate(split) if a]
+        parts = [PlacementPart(servers[s].name, split[s], 0, 0.0) for s in used]
+        _, required = fair_share_floor(inst, job, parts)
+        pen = job.split_penalty if len(used) > 1 else 1.0
+        for c, m in totals:
+            value = min(job.matrix_for(servers[s].gpu_type).lookup(c, m) for s in used) * pen
+            if value >= required - 1e-9:
+                out.append((split, c, m, value))
+    return out
+
+
+def _distribute(inst: RoundInstance, jobs: list[Job], picks: tuple[Option, ...]) -> Any:
+    """Placement parts for the picks, or None: whole jobs load their server, spread jobs'
+    cores and GB flow to the servers where they hold GPUs (one max-flow per resource)."""
+    servers = inst.cluster.servers
+    spread = [q for q, p in enumerate(picks) if sum(1 for a in p[0] if a) > 1]
+    shares: dict[tuple[int, int], list[float]] = {}
+    for dim, caps in ((1, [s.cpus for s in servers]), (2, [s.mem_gb for s in servers])):
+        left = list(map(float, caps))
+        for p in picks:
+            used = [s for s, a in enumerate(p[0]) if a]
+            if len(used) == 1:
+                left[used[0]] -= p[dim]
+        if any(v < -1e-9 for v in left):
+            return None
+        graph = nx.DiGraph()
+        for q in spread:
+            graph.add_edge("src", ("j", q), capacity=picks[q][dim])
+            for s, a in enumerate(picks[q][0]):
+                if a:
+                    graph.add_edge(("j", q), ("s", s), capacity=math.inf)
+        for s in range(len(servers)):
+            graph.add_edge(("s", s), "dst", capacity=max(0.0, left[s]))
+        need = sum(picks[q][dim] for q in spread)
+        if need > 0:
+            value, flow = nx.maximum_flow(graph, "src", "dst")
+            if value < need - 1e-9:
+                return None
+            for q in spread:
+                for s, a in enumerate(picks[q][0]):
+                    if a:
+                        shares.setdefault((q, s), [0.0, 0.0])[dim - 1] = flow[("j", q)][("s", s)]
+    out = {}
+    for q, (job, p) in enumerate(zip(jobs, picks, strict=True)):
+        used = [s for s, a in enumerate(p[0]) if a]
+        if len(used) == 1:
+            out[job.id] = [PlacementPart(servers[used[0]].name, job.gpus, p[1], p[2])]
+        else:
+            out[job.id] = [
+                PlacementPart(
+                    servers[s].name,
+                    p[0][s],
+                    int(round(shares.get((q, s), [0.0, 0.0])[0])),
+                    shares.get((q, s), [0.0, 0.0])[1],
+                )
+                for s in used
+            ]
+    return out
+
+
+def brute_force(inst: RoundInstance, jobs: list[Job]) -> Allocation | None:
+    """The best allocation of exactly ``jobs`` that the checker passes with its floors.
+
+    Combinations of options are tried best value first; the first that fits and passes
+    ``check_allocation(..., fair_share=True)`` is the optimum (its value, recomputed by the
+    checker, must be the one read here)."""
+    servers = inst.cluster.servers
+    combos = []
+    for picks in itertools.product(*(_options(inst, j) for j in jobs)):
+        load = [sum(p[0][s] for p in picks) for s in range(len(servers))]
+        if all(g <= s.gpus for g, s in zip(load, servers, strict=True)):
+            combos.append((math.fsum(p[3] for p in picks), picks))
+    combos.sort(key=lambda t: -t[0])
+    for total, picks in combos:
+        placed = _distribute(inst, jobs, picks)
+        if placed is None:
+            continue
+        alloc = build_allocation(inst, "brute", placed)
+        if check_allocation(inst, alloc, fair_share=True) == []:
+            assert alloc.total_throughput == approx(total)
+            return alloc
+    return None
+
+
+TINY_SEEDS = range(24)
+
+
+@pytest.mark.parametrize("seed", TINY_SEEDS)
+def test_three_types_exact_equals_brute_force(seed: int) -> None:
+    inst = tiny_round(seed)
+    runnable = select_runnable(inst)
+    want = brute_force(inst, runnable)
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=20)).allocate(inst)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    tune = make_mechanism("tune").allocate(inst).total_throughput
+    expected = tune if want is None else max(want.total_throughput, tune)
+    assert exact.total_throughput == approx(expected)
+    assert exact.upper_bound is not None and exact.upper_bound >= expected - ABS_TOL
+    data = counting._model_data(inst, runnable)
+    if data["exact"] and want is not None:  # the model alone reaches the enumeration
+        res = counting_fast.solve_counting(inst, runnable, time_limit=20)
+        assert res.proven and res.objective == approx(want.total_throughput)
+
+
+def test_tiny_rounds_exercise_three_type_spreads() -> None:
+    """The seeds above include optima spread over all three types and over two."""
+    spans = set()
+    for seed in TINY_SEEDS:
+        inst = tiny_round(seed)
+        best = brute_force(inst, select_runnable(inst))
+        if best is not None:
+            for ja in best.jobs:
+                spans.add(len(ja.placement))
+    assert {1, 2, 3} <= spans
+
+
+# --------------------------------------------------------------------------- variants
+
+
+def _flat(v: float) -> ThroughputMatrix:
+    return ThroughputMatrix.from_lists([1, 2], [10.0, 20.0], [[v, v], [v, v]])
+
+
+def _variants(by_type: dict[str, ThroughputMatrix]) -> dict[frozenset[str], float]:
+    servers = tuple(Server(f"s{i}", 1, 4, 40.0, t) for i, t in enumerate(TYPES * 2))
+    job = Job(
+        "j",
+        2,
+        by_type["v100"],
+        sensitivity_by_type=tuple((t, w) for t, w in by_type.items() if t != "v100"),
+    )
+    out = {}
+    for w, ss in counting._spread_variants(job, range(len(servers)), servers):
+        out[frozenset(servers[s].gpu_type or "" for s in ss)] = w.lookup(2, 20.0)
+    return out
+
+
+def test_ordered_types_give_one_variant_per_type() -> None:
+    """v100 >= p100 >= k80 everywhere: {v100}, {v100, p100} and all three, each at its
+    slowest type's value."""
+    got = _variants({"v100": _flat(3.0), "p100": _flat(2.0), "k80": _flat(1.0)})
+    assert got == {
+        frozenset({"v100"}): 3.0,
+        frozenset({"v100", "p100"}): 2.0,
+        frozenset(TYPES): 1.0,
+    }
+
+
+def test_unordered_types_give_every_distinct_minimum() -> None:
+    """No type faster everywhere: every set of types has its own minimum (7 variants),
+    unless a set's minimum is a larger set's (then the larger one serves both)."""
+
+    def grid(a: float, b: float, c: float, d: float) -> ThroughputMatrix:
+        return ThroughputMatrix.from_lists([1, 2], [10.0, 20.0], [[a, b], [c, d]])
+
+    got = _variants({"v100": grid(1, 3, 1, 3), "p100": grid(1, 1, 3, 3), "k80": grid(2, 2, 2, 2)})
+    assert len(got) == 7
+    assert got[frozenset({"v100", "p100"})] == 3.0
+    assert got[frozenset(TYPES)] == 2.0
+    # min(v100, k80) = min of all three: {v100, k80} is served by the variant of all three.
+    got = _variants({"v100": grid(1, 1, 1, 3), "p100": grid(2, 2, 2, 2.5), "k80": grid(3, 3, 3, 2)})
+    assert frozenset({"v100", "k80"}) not in got and len(got) == 6
+    assert got[frozenset({"v100", "p100"})] == 2.5 and got[frozenset(TYPES)] == 2.0
+    equal = _variants({"v100": _flat(2.0), "p100": _flat(2.0), "k80": _flat(1.0)})
+    assert equal == {frozenset({"v100", "p100"}): 2.0, frozenset(TYPES): 1.0}
+
+
+# --------------------------------------------------------------------------- generated
+
+
+def three_type_round(gpus: int, seed: int, **kw: Any) -> RoundInstance:
+    """A generated v100/p100/k80 round (a quarter, a quarter, half) of multi-GPU jobs."""
+    q = gpus // 4
+    spec = GenerateSpec(
+        servers=gpus // 8,
+        gpu_load=1.2,
+        gpu_mix=tuple(MULTI_GPU_MIX.items()),
+        seed=seed,
+        gpu_types=(("v100", q), ("p100", q), ("k80", 2 * q)),
+        **kw,
+    )
+    return generate_instance(spec)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pyomo_equals_fast_on_three_types(seed: int) -> None:
+    inst = three_type_round(32, seed, split_penalty=(0.8, 0.95))
+    runnable = select_runnable(inst)
+    assert counting._model_data(inst, runnable)["exact"]
+    ref, fast = _same_model(inst, runnable, symmetry=False)
+    assert fast == approx(ref)
+
+
+@pytest.mark.parametrize(("gpus", "seed"), [(32, 0), (32, 5), (64, 0), (64, 1)])
+def test_opt_exact_proves_three_type_rounds(gpus: int, seed: int) -> None:
+    inst = three_type_round(gpus, seed)
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)
+    assert exact.notes == ()
+    assert check_allocation(inst, exact, fair_share=True) == []
+    assert exact.upper_bound is not None
+    assert exact.upper_bound - exact.total_throughput <= 1e-4 * max(1.0, exact.total_throughput)
+    for name in ("tune", "opt", "tune-typed"):
+        other = make_mechanism(name).allocate(inst)
+        if {j.id for j in other.jobs} == {j.id for j in exact.jobs}:
+            assert other.total_throughput <= exact.upper_bound + ABS_TOL
+
+
+def test_spread_slots_are_capped_by_their_servers_gpus() -> None:
+    """A variant never has more slots than its servers' GPUs hold jobs of the class."""
+    inst = dataclasses.replace(three_type_round(32, 0))
+    data = counting._model_data(inst, select_runnable(inst))
+    per: dict[tuple[int, tuple[int, ...]], int] = {}
+    for k, i in data["slots"]:
+        key = (k, data["slot_servers"][k, i])
+        per[key] = per.get(key, 0) + 1
+    assert per
+    for (k, ss), count in per.items():
+        assert count <= min(data["n"][k], sum(data["G"][s] for s in ss) // data["g"][k])
