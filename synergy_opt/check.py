@@ -224,9 +224,20 @@ class Facts:
         if got is not None:
             return got
         job = s.job
-        footprint: tuple[tuple[str, int], ...] = ()
+        footprint: tuple[tuple[int, int, float, int], ...] = ()
         if self.inst.fair_share_mode == "server":
-            footprint = tuple(sorted((p.server, p.gpus) for p in s.alloc.placement))
+            # GPUs per server, by server shape: all the per-server rule reads of a placement
+            # (parts on unknown or GPU-less servers do not count toward the share).
+            per: dict[str, int] = {}
+            for p in s.alloc.placement:
+                per[p.server] = per.get(p.server, 0) + p.gpus
+            footprint = tuple(
+                sorted(
+                    (srv.gpus, srv.cpus, srv.mem_gb, g)
+                    for name, g in per.items()
+                    if (srv := self.servers.get(name)) is not None and srv.gpus > 0
+                )
+            )
         key = (
             id(job.sensitivity),
             id(job.sensitivity_by_type),

@@ -28,7 +28,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
-from synergy_opt.mechanisms.opt.routes import ROUTES
+from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
@@ -36,6 +36,7 @@ from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, s
 from synergy_opt.types import (
     THROUGHPUT_EPS,
     Allocation,
+    Cluster,
     Job,
     PlacementPart,
     RoundInstance,
@@ -59,6 +60,10 @@ REOPTIMISED_PLANS: int = 3
 ROUND_CACHE_SIZE: int = 64
 
 RoundKey = tuple[object, str, frozenset[tuple[tuple[object, ...], int]]]
+#: Per job id of the last round: its class key and its GPUs per server (server index, GPUs).
+Previous = dict[str, tuple[tuple[object, ...], tuple[tuple[int, int], ...]]]
+#: The name the warm-start plan goes by in logs and notes.
+WARM_START: str = "previous-round"
 
 
 def round_key(inst: RoundInstance, runnable: Sequence[Job]) -> RoundKey:
@@ -108,6 +113,8 @@ def _tune_fallback(
     upper: float | None,
     notes: Sequence[str],
     t0: float,
+    *,
+    runnable: Sequence[Job] | None = None,
 ) -> Allocation:
     """TUNE's allocation relabelled as ``name``, with the bound and the reasons.
 
@@ -115,7 +122,7 @@ def _tune_fallback(
     not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
     job adds), so it is dropped and the note says why.
     """
-    upper, notes = _bound_for(inst, tune, upper, notes)
+    upper, notes = _bound_for(inst, tune, upper, notes, runnable=runnable)
     for n in notes:
         log.warning("%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
@@ -129,10 +136,19 @@ def _tune_fallback(
 
 
 def _bound_for(
-    inst: RoundInstance, alloc: Allocation, upper: float | None, notes: Sequence[str]
+    inst: RoundInstance,
+    alloc: Allocation,
+    upper: float | None,
+    notes: Sequence[str],
+    *,
+    runnable: Sequence[Job] | None = None,
 ) -> tuple[float | None, list[str]]:
-    """The runnable set's bound if ``alloc`` schedules exactly that set, else none (and why)."""
-    if upper is not None and {j.id for j in alloc.jobs} != {j.id for j in select_runnable(inst)}:
+    """The runnable set's bound if ``alloc`` schedules exactly that set, else none (and why).
+
+    ``runnable``: ``select_runnable(inst)`` when the caller has it already."""
+    if runnable is None:
+        runnable = select_runnable(inst)
+    if upper is not None and {j.id for j in alloc.jobs} != {j.id for j in runnable}:
         return None, [*notes, "no upper bound: only part of the runnable set is scheduled"]
     return upper, list(notes)
 
@@ -145,6 +161,7 @@ def _better_of(
     t0: float,
     *,
     checked: bool = False,
+    runnable: Sequence[Job] | None = None,
 ) -> Allocation:
     """Return ``mine`` unless it breaks a rule or TUNE's total is higher.
 
@@ -155,14 +172,18 @@ def _better_of(
     bad = [] if checked else check_allocation(inst, mine, fair_share=True)
     if bad:
         note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
-        return _tune_fallback(inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0)
+        return _tune_fallback(
+            inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0, runnable=runnable
+        )
     if tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
         note = (
             f"returned tune's allocation: total {tune.total_throughput:.6g} beats the rounded "
             f"{name} solution's {mine.total_throughput:.6g}"
         )
-        return _tune_fallback(inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0)
-    upper, notes = _bound_for(inst, mine, mine.upper_bound, mine.notes)
+        return _tune_fallback(
+            inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0, runnable=runnable
+        )
+    upper, notes = _bound_for(inst, mine, mine.upper_bound, mine.notes, runnable=runnable)
     for n in notes[len(mine.notes) :]:
         log.warning("%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
@@ -185,22 +206,31 @@ class Opt:
     def __init__(self, options: MechanismOptions | None = None) -> None:
         self.options = options or MechanismOptions()
         self._cache: OrderedDict[RoundKey, CachedRound] = OrderedDict()
+        #: The last answer's cluster and GPUs per job: the warm start of the next round.
+        self._previous: tuple[Cluster, Previous] | None = None
+        #: TUNE, kept across rounds (its demand caches are pure memos: same answers).
+        self._tune = make_mechanism("tune", self.options)
+        #: Required throughput per job class on ``_floors_of`` (cluster, fair-share rule).
+        self._floors: dict[tuple[object, ...], float] = {}
+        self._floors_of: tuple[Cluster, str] | None = None
 
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Allocate one round (see the package docstring for the steps)."""
         t0 = time.perf_counter()
         solver = self.options.solver
-        tune = make_mechanism("tune", self.options).allocate(inst)
+        tune = self._tune.allocate(inst)
         runnable = select_runnable(inst)
         if not runnable:
-            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
+            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
         key = round_key(inst, runnable)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             mine = hit.replay(inst, runnable, self.name, solver)
             log.info("opt on %s: replayed the answer of an identical earlier round", inst.name)
-            return _better_of(inst, mine, tune, self.name, t0, checked=True)
+            out = _better_of(inst, mine, tune, self.name, t0, checked=True, runnable=runnable)
+            self._remember(inst, runnable, out)
+            return out
         out = self._solve(inst, runnable, tune, t0)
         if any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable):
             spent = time.perf_counter() - t0
@@ -214,14 +244,78 @@ class Opt:
             self._cache[key] = CachedRound.of(inst, runnable, out)
             while len(self._cache) > ROUND_CACHE_SIZE:
                 self._cache.popitem(last=False)
+        self._remember(inst, runnable, out)
         return out
+
+    def _remember(self, inst: RoundInstance, runnable: Sequence[Job], out: Allocation) -> None:
+        """Keep ``out``'s GPUs per job (with each job's class) for the next round's warm start."""
+        index = {srv.name: s for s, srv in enumerate(inst.cluster.servers)}
+        jobs = {j.id: j for j in runnable}
+        self._previous = (
+            inst.cluster,
+            {
+                ja.id: (
+                    class_key(jobs[ja.id]),
+                    tuple((index[p.server], p.gpus) for p in ja.placement),
+                )
+                for ja in out.jobs
+                if ja.id in jobs
+            },
+        )
+
+    def _class_floors(self, inst: RoundInstance) -> dict[tuple[object, ...], float]:
+        """The per-class floor memo, emptied when the cluster or the fair-share rule changes
+        (a floor before placement depends only on them and the job's class)."""
+        of = self._floors_of
+        if (
+            of is None
+            or of[1] != inst.fair_share_mode
+            or not (of[0] is inst.cluster or of[0] == inst.cluster)
+        ):
+            self._floors = {}
+            self._floors_of = (inst.cluster, inst.fair_share_mode)
+        return self._floors
+
+    def _kept(self, ctx: RoundContext) -> GpuPlan:
+        """The jobs of the last round still runnable here, with their last GPUs per server.
+
+        A job keeps its place only if it is the same job (same class), the cluster is the
+        same, its servers still have the GPUs (jobs in priority order claim first) and, if
+        it was spread, it may spread now (within the fragmentation cap).  Depends only on the
+        sequence of rounds this instance saw, so a replayed simulation is the same.
+        """
+        prev = self._previous
+        if prev is None or not (prev[0] is ctx.inst.cluster or prev[0] == ctx.inst.cluster):
+            return {}
+        last = prev[1]
+        servers = ctx.inst.cluster.servers
+        free = [srv.gpus for srv in servers]
+        frag = 0
+        kept: dict[str, tuple[tuple[int, int], ...]] = {}
+        for job in ctx.runnable:
+            got = last.get(job.id)
+            if got is None or got[0] != class_key(job):
+                continue
+            parts = got[1]
+            if sum(k for _, k in parts) != job.gpus or any(
+                s >= len(servers) or free[s] < k or not job.may_use(servers[s]) for s, k in parts
+            ):
+                continue
+            if len(parts) > 1 and not ctx.must_spread(job):
+                if not ctx.may_spread(job) or frag >= ctx.max_fragmented:
+                    continue
+                frag += 1
+            for s, k in parts:
+                free[s] -= k
+            kept[job.id] = parts
+        return kept
 
     def _solve(
         self, inst: RoundInstance, runnable: Sequence[Job], tune: Allocation, t0: float
     ) -> Allocation:
         clock = Clock.started(self.options.time_limit_s)
         solver = self.options.solver
-        ksm = _split_super_machine(inst, runnable)
+        ksm = _split_super_machine(inst, runnable, self._class_floors(inst))
         res = solve_matrix(
             ksm.matrix,
             solver,
@@ -237,7 +331,9 @@ class Opt:
             upper = self._typed_bound(inst, runnable, clock)
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
-            return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
+            return _tune_fallback(
+                inst, tune, self.name, solver, upper, [note], t0, runnable=runnable
+            )
         log.info(
             "super-machine optimum %.6g (%d columns, %.3fs)",
             res.objective or 0.0,
@@ -245,13 +341,15 @@ class Opt:
             res.runtime_s,
         )
         ctx = self._context(inst, runnable, tune, ksm, res, clock)
-        mine, errors = self._round(ctx, upper)
+        mine, errors = self._round(ctx, upper, self._kept(ctx))
         if mine is None:
             note = f"fell back to tune: {'; '.join(errors)}"
-            return _tune_fallback(inst, tune, self.name, solver, upper, [note], t0)
+            return _tune_fallback(
+                inst, tune, self.name, solver, upper, [note], t0, runnable=runnable
+            )
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             mine = dataclasses.replace(mine, upper_bound=self._tighter_bound(ctx, upper))
-        return _better_of(inst, mine, tune, self.name, t0)
+        return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
 
     def _typed_bound(
         self, inst: RoundInstance, runnable: Sequence[Job], clock: Clock
@@ -333,11 +431,19 @@ class Opt:
             clock=clock,
         )
 
-    def _round(self, ctx: RoundContext, upper: float | None) -> tuple[Allocation | None, list[str]]:
+    def _round(
+        self, ctx: RoundContext, upper: float | None, kept: GpuPlan | None = None
+    ) -> tuple[Allocation | None, list[str]]:
         """Route plans in registry order; the first whose super-machine points deploy and
         reach the target ends the search.  Otherwise the :data:`REOPTIMISED_PLANS` plans
         that over-commit least are re-optimised (a MIP each), the best (throughput, then
-        fewer fragmented jobs) kept, and improved by exact re-decisions on neighbourhoods."""
+        fewer fragmented jobs) kept, and improved by exact re-decisions on neighbourhoods.
+
+        With ``kept`` (the last round's GPUs of jobs still here, :meth:`_kept`), the warm
+        start goes first: those jobs where they were, the new ones placed as ``balanced``
+        places them.  If the super-machine points deploy on it, it is a candidate like a
+        route's plan (and ends the search at the target); otherwise it is dropped, so the
+        cold search is never displaced by it."""
         inst = ctx.inst
         target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
         best: tuple[tuple[float, int], State] | None = None
@@ -358,11 +464,15 @@ class Opt:
                 best = (rank, state)
             return state
 
-        for order, r in enumerate(ROUTES.values()):
-            if r.spreads and not any_spreads:
+        tries: list[tuple[str, RoutePlan, bool]] = []
+        if kept:
+            tries.append((WARM_START, lambda c: balanced_from(c, kept), False))
+        tries += [(r.name, r.plan, r.spreads) for r in ROUTES.values()]
+        for order, (name, plan_of, spreads) in enumerate(tries):
+            if spreads and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
-                plan = r.plan(ctx)
+                plan = plan_of(ctx)
                 key = tuple(sorted(plan.items()))
                 if key in seen:
                     continue
@@ -373,15 +483,16 @@ class Opt:
                         f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
                     )
             except RoundingError as e:
-                errors.append(f"{r.name}: {e}")
-                log.info("opt on %s: %s: %s", inst.name, r.name, e)
+                errors.append(f"{name}: {e}")
+                log.info("opt on %s: %s: %s", inst.name, name, e)
                 continue
             points = self._direct_points(ctx, plan)
             if points is not None:
-                if keep(r.name, plan, points).total >= target:
+                if keep(name, plan, points).total >= target:
                     break
                 continue
-            pending.append((overcommitment(ctx.inst, plan, ctx.points), order, r.name, plan))
+            if name != WARM_START:
+                pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
         if best is None or best[1].total < target:
             for _, _, name, plan in sorted(pending, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]:
                 try:
@@ -435,9 +546,16 @@ def _point_value(dc: DemandClass) -> float:
     return dc.jobs[0].sensitivity.lookup(dc.cpus, dc.mem_gb)
 
 
-def _split_super_machine(inst: RoundInstance, runnable: Sequence[Job]) -> SplitKnapsackModel:
-    """The split-aware super-machine over the runnable set, floors as the checker's."""
-    per_class: dict[tuple[object, ...], float] = {}
+def _split_super_machine(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    per_class: dict[tuple[object, ...], float] | None = None,
+) -> SplitKnapsackModel:
+    """The split-aware super-machine over the runnable set, floors as the checker's.
+
+    ``per_class``: required throughput per class key already known for this cluster and
+    fair-share rule (filled in here; an ``Opt`` keeps it across rounds on one cluster)."""
+    per_class = {} if per_class is None else per_class
     required: dict[str, float] = {}
     for job in runnable:  # the floor depends only on what class_key holds
         key = class_key(job)

@@ -78,22 +78,36 @@ def balanced(ctx: RoundContext) -> GpuPlan:
     power-of-two demands the free GPU counts stay multiples of the next job's size); a job
     spreads only when no server has its GPUs.
     """
+    return balanced_from(ctx, {})
+
+
+def balanced_from(ctx: RoundContext, kept: GpuPlan) -> GpuPlan:
+    """:func:`balanced` for the jobs not in ``kept``, around ``kept``'s GPUs (whose cores
+    and memory count at their super-machine points): how a warm start places new jobs."""
     servers = ctx.inst.cluster.servers
     free_g = [s.gpus for s in servers]
     cap_c = np.array([max(s.cpus, 1) for s in servers], dtype=np.float64)
     cap_m = np.array([max(s.mem_gb, 1e-9) for s in servers], dtype=np.float64)
     used_c = np.zeros(len(servers))
     used_m = np.zeros(len(servers))
+    for jid, parts in kept.items():
+        c, m, _ = ctx.points[jid]
+        g = sum(k for _, k in parts)
+        for s, k in parts:
+            free_g[s] -= k
+            used_c[s] += c * k / g
+            used_m[s] += m * k / g
     prio = {j.id: k for k, j in enumerate(ctx.inst.jobs)}
+    mean_c, mean_m = cap_c.mean(), cap_m.mean()  # once, not twice per job in the sort key
     items = sorted(
-        ((dc, job) for dc in ctx.demands for job in dc.jobs),
+        ((dc, job) for dc in ctx.demands for job in dc.jobs if job.id not in kept),
         key=lambda t: (
             -t[0].gpus,
-            -(t[0].cpus / cap_c.mean() + t[0].mem_gb / cap_m.mean()),
+            -(t[0].cpus / mean_c + t[0].mem_gb / mean_m),
             prio[t[1].id],
         ),
     )
-    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    plan: dict[str, tuple[tuple[int, int], ...]] = dict(kept)
     for dc, job in items:
         ok = np.zeros(len(servers), dtype=bool)
         ok[[s for s in dc.allowed if free_g[s] >= dc.gpus]] = True
