@@ -23,10 +23,12 @@ import numpy as np
 import pytest
 
 from synergy_opt.check import check_allocation, fair_share_floor
-from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.formulations import counting, counting_fast, super_machine, typed_fast
 from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, generate_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import (
     Allocation,
     Cluster,
@@ -327,3 +329,94 @@ def test_spread_slots_are_capped_by_their_servers_gpus() -> None:
     assert per
     for (k, ss), count in per.items():
         assert count <= min(data["n"][k], sum(data["G"][s] for s in ss) // data["g"][k])
+
+
+# --------------------------------------------------------------------------- the typed bound
+
+
+def test_lowest_fair_share_counts_spread_cores() -> None:
+    """3.5 cores per GPU: a 2-GPU job whole holds 7 cores, split 1 + 1 only 3 + 3; the
+    checker's floor for the split is the 6-core value, so the bound's floor must be too."""
+    w = ThroughputMatrix.from_lists([6, 7], [30.0], [[0.5], [1.0]])
+    slow = ThroughputMatrix.from_lists([6, 7], [30.0], [[0.4], [0.8]])
+    cl = Cluster((Server("a", 2, 7, 30.0, "v100"), Server("b", 2, 7, 30.0, "k80")))
+    job = Job("j", 2, w, sensitivity_by_type=(("k80", slow),))
+    inst = RoundInstance("odd-cores", cl, (job,), "server")
+    split = [PlacementPart("a", 1, 0, 0.0), PlacementPart("b", 1, 0, 0.0)]
+    assert fair_share_floor(inst, job, split)[0] == 0.4  # 6 cores, the slowest type
+    assert fair_share_floor(inst, job, [PlacementPart("a", 2, 0, 0.0)])[0] == 0.8
+    assert typed_fast.lowest_fair_share(inst, job) == 0.4
+    cluster_rule = dataclasses.replace(inst, fair_share_rule="cluster")
+    assert typed_fast.lowest_fair_share(cluster_rule, job) == 0.8
+
+
+def _typed_bound(inst: RoundInstance, jobs: list[Job]) -> float:
+    res = solve_matrix(typed_fast.super_machine_matrix(inst, jobs), "highs", time_limit=30)
+    assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
+    return res.objective
+
+
+#: 163 and 179 are mixed-shape rounds whose optimum the typed super-machine cut off when it
+#: used the whole-job floor (1.171 < 1.477 and 3.584 < 3.749).
+BOUND_SEEDS = [*range(0, 40, 3), 163, 179]
+
+
+@pytest.mark.parametrize("seed", BOUND_SEEDS)
+def test_typed_bound_covers_the_brute_force_optimum(seed: int) -> None:
+    inst = tiny_round(seed)
+    runnable = select_runnable(inst)
+    best = brute_force(inst, runnable)
+    if best is None:
+        return
+    assert _typed_bound(inst, runnable) >= best.total_throughput - ABS_TOL
+    ref = solve_pyomo(super_machine.build_typed_super_machine(inst, runnable), "highs")
+    assert ref.objective is not None and ref.objective >= best.total_throughput - ABS_TOL
+
+
+SHAPES: dict[str, Any] = {
+    "homogeneous": {"servers": 4},
+    "mixed": {"server_shapes": ((2, 8, 24, 500.0), (1, 8, 32, 256.0), (2, 4, 12, 200.0))},
+    "odd-cores": {"server_shapes": ((2, 8, 28, 400.0), (2, 4, 10, 150.0), (1, 8, 20, 300.0))},
+}
+
+
+@pytest.mark.parametrize("rule", ["server", "cluster"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_typed_bound_covers_the_proven_optimum(shape: str, rule: str) -> None:
+    """Generated 3-type rounds of every shape (1-4 GPU jobs, split penalties): the typed
+    super-machine is >= ``opt-exact``'s proven optimum, and ``opt-exact`` takes it."""
+    types = (("v100", 8), ("p100", 8), ("k80", 16))
+    if shape == "odd-cores":
+        types = (("v100", 16), ("p100", 8), ("k80", 8))
+    spec = GenerateSpec(
+        gpu_load=1.2,
+        gpu_mix=((1, 0.5), (2, 0.2), (3, 0.1), (4, 0.2)),
+        seed=2,
+        gpu_types=types,
+        fair_share_rule=rule,
+        split_penalty=(0.8, 0.95),
+        **SHAPES[shape],
+    )
+    inst = generate_instance(spec)
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert exact.notes == () and check_allocation(inst, exact, fair_share=True) == []
+    bound = _typed_bound(inst, select_runnable(inst))
+    assert bound >= exact.total_throughput - ABS_TOL
+    assert exact.upper_bound is not None and exact.upper_bound <= bound + ABS_TOL
+
+
+def test_opt_exact_takes_opts_typed_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a counting bound (time limit, no solution) a typed round keeps opt's."""
+
+    def nothing(*_: Any, **__: Any) -> counting_fast.CountingResult:
+        return counting_fast.CountingResult(
+            TerminationStatus.TIME_LIMIT, None, None, None, 0.1, 0.0, "highs", 0, 0, {}
+        )
+
+    monkeypatch.setattr(opt_exact_mod, "solve_counting", nothing)
+    inst = three_type_round(32, 0)
+    alloc = make_mechanism("opt-exact", MechanismOptions(time_limit_s=20)).allocate(inst)
+    opt = make_mechanism("opt", MechanismOptions(time_limit_s=5)).allocate(inst)
+    assert opt.upper_bound is not None
+    assert alloc.upper_bound == approx(opt.upper_bound)
+    assert check_allocation(inst, alloc, fair_share=True) == []

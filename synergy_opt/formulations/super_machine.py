@@ -30,6 +30,7 @@ from synergy_opt.formulations.typed_fast import (
     coefficients,
     gpu_pools,
     is_typed_round,
+    lowest_fair_share,
     type_options,
     type_sets,
 )
@@ -171,7 +172,7 @@ def _typed_model_data(inst: RoundInstance, jobs: Sequence[Job] | None = None) ->
     coef: dict[tuple[int, str, int], dict[str, tuple[float, float, float]]] = {}
     fair: dict[int, float] = {}
     for j, job in enumerate(chosen):
-        fair[j] = inst.fair_share_throughput(job)
+        fair[j] = lowest_fair_share(inst, job)
         for opt in type_options(inst, job):
             pts = list(opt.matrix.points())
             if fair[j] <= 0.0:
@@ -221,6 +222,12 @@ def build_typed_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.C
         """What the picks take of resource d (0 GPUs, 1 cores, 2 GB) in set p's rows."""
         return pyo.quicksum(coef[k][p][d] * m.y[k] for k in opts if p in coef[k])
 
+    def cap_row(p: str, d: int) -> Any:
+        """used(p, d) <= cap; no row where no pick reaches set p (a job-less GPU type)."""
+        if not any(p in coef[k] for k in opts):
+            return pyo.Constraint.Skip
+        return used(p, d) <= cap[p][d]
+
     @m.Objective(sense=pyo.maximize)
     def eq1_weighted_throughput(m: pyo.ConcreteModel) -> Any:
         """(1) max sum credit_t W_jt[q] y[j,t,q]."""
@@ -229,17 +236,17 @@ def build_typed_from_data(data: dict[str, Any], *, relax: bool = False) -> pyo.C
     @m.Constraint(m.P)
     def eqT_gpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
         """(T) GPUs the picks take on the types of set p <= G_p."""
-        return used(p, 0) <= cap[p][0]
+        return cap_row(p, 0)
 
     @m.Constraint(m.P)
     def eq2_cpu_capacity(m: pyo.ConcreteModel, p: str) -> Any:
         """(2) cores the picks take on the types of set p <= C_p."""
-        return used(p, 1) <= cap[p][1]
+        return cap_row(p, 1)
 
     @m.Constraint(m.P)
     def eq3_mem_capacity(m: pyo.ConcreteModel, p: str) -> Any:
         """(3) memory the picks take on the types of set p <= M_p."""
-        return used(p, 2) <= cap[p][2]
+        return cap_row(p, 2)
 
     @m.Constraint(m.J)
     def eq4_one_config_per_job(m: pyo.ConcreteModel, j: int) -> Any:

@@ -140,6 +140,54 @@ def type_options(inst: RoundInstance, job: Job) -> tuple[TypeOption, ...]:
     return tuple(out)
 
 
+def lowest_fair_share(inst: RoundInstance, job: Job) -> float:
+    """The smallest fair-share throughput the checker can hold ``job`` to, wherever it runs.
+
+    Under the ``"server"`` rule the checker's floor is W (slowest usable type) at the sum of
+    the job's servers' shares, floor(q C_s / G_s) cores and q M_s / G_s GB for q GPUs on s
+    (:func:`synergy_opt.check.fair_share_floor`): it depends on the split, and a spread
+    job's summed integer cores can fall below every whole job's (two 1-GPU parts at 3.5
+    cores per GPU hold 6 cores, one 2-GPU part 7).  The minimum over every split of the
+    job's GPUs into parts of at most G_s GPUs on the shapes it may use (a dynamic program
+    over the Pareto-smallest (cores, GB) sums; server counts ignored, which only lowers it)
+    is a floor no allocation goes below, so the super-machine built on it bounds every
+    allocation that keeps the checker's floors.  Under ``"cluster"`` the floor is the
+    placement-free :meth:`~synergy_opt.types.RoundInstance.fair_share_throughput`.
+    """
+    pooled = inst.fair_share_throughput(job)
+    if inst.fair_share_mode != "server":
+        return pooled
+    return min(pooled, _lowest_split_floor(inst, job))
+
+
+def _lowest_split_floor(inst: RoundInstance, job: Job) -> float:
+    shapes = sorted(
+        {(s.gpus, s.cpus, s.mem_gb) for s in inst.cluster.servers if s.gpus > 0 and job.may_use(s)}
+    )
+    if not shapes:
+        return 0.0
+    front: list[set[tuple[int, float]]] = [{(0, 0.0)}]
+    for h in range(1, job.gpus + 1):
+        cand = {
+            (c0 + (q * cs) // gs, m0 + q * ms / gs)
+            for gs, cs, ms in shapes
+            for q in range(1, min(gs, h) + 1)
+            for c0, m0 in front[h - q]
+        }
+        front.append(_pareto_smallest(cand))
+    mats = inst.usable_matrices(job)
+    return min((w.lookup(c, m) for w in mats for c, m in front[job.gpus]), default=0.0)
+
+
+def _pareto_smallest(points: set[tuple[int, float]]) -> set[tuple[int, float]]:
+    """The points no other point undercuts in both cores and GB."""
+    out: list[tuple[int, float]] = []
+    for c, m in sorted(points):
+        if not out or m < out[-1][1]:
+            out.append((c, m))
+    return set(out)
+
+
 #: Up to this many GPU types every set of types gets rows; beyond, only each type and the
 #: whole cluster (2^K - 1 sets: 15 at four types).
 MAX_TYPES_FOR_SETS: int = 4
@@ -257,7 +305,7 @@ def build_typed_super_machine_fast(
     colmap: list[tuple[int, str, tuple[int, float, float]]] = []
     for k, cl in enumerate(classes):
         first = cl.members[0]
-        floor = inst.fair_share_throughput(first)
+        floor = lowest_fair_share(inst, first)
         for opt in type_options(inst, first):
             pts = useful_points(opt.matrix, floor, prune=prune and opt.slowest is None)
             coefs = [coefficients(opt, first.gpus, c, m, sets) for c, m, _ in pts]

@@ -67,10 +67,9 @@ class OptExact:
             threads=self.options.threads,
             warm_start=starts,
         )
-        # opt's bound comes from the super-machine, which reads reference matrices only:
-        # taken only where no job has per-type matrices.
-        typed = any(j.sensitivity_by_type is not None for j in runnable)
-        theirs = None if typed else heuristic.upper_bound
+        # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
+        # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set.
+        theirs = heuristic.upper_bound
         bounds = [b for b in (res.dual_bound, theirs) if b is not None]
         upper = min(bounds) if bounds else None
         notes: list[str] = []
