@@ -491,7 +491,9 @@ class Opt:
                 if keep(name, plan, points).total >= target:
                     break
                 continue
-            if name != WARM_START:
+            if name == WARM_START:  # dropped: a route finding the same plan still counts
+                seen.discard(key)
+            else:
                 pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
         if best is None or best[1].total < target:
             for _, _, name, plan in sorted(pending, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]:
