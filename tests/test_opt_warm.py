@@ -111,7 +111,9 @@ def test_opt_simulation_twice_same_output() -> None:
     answers depend only on the sequence of rounds)."""
     cfg, trace = _trace()
     cfg = dataclasses.replace(cfg, max_jobs=40)
-    runs = [jobs_csv(simulate(cfg, trace, "opt", "fifo", profiles=shipped_profiles())) for _ in "ab"]
+    runs = [
+        jobs_csv(simulate(cfg, trace, "opt", "fifo", profiles=shipped_profiles())) for _ in "ab"
+    ]
     assert runs[0] == runs[1]
 
 
