@@ -91,8 +91,8 @@ class _Inputs:
 def cell_options(cell: Cell) -> options.Option:
     """The cell's options as :mod:`synergy_opt.sim.options` reads them (the command's names).
 
-    An option cells do not have (``fair_share``, ``max_fragmented``) reads as ``None``, the
-    command line's default.
+    An option cells do not have (``max_fragmented``) reads as ``None``, the command line's
+    default.
     """
     return lambda name: cell.get(name) if name in OPTIONS else None
 

@@ -61,6 +61,7 @@ from synergy_opt.limits import (
 from synergy_opt.profiles import parse_split
 from synergy_opt.sim.semantics import semantics_names
 from synergy_opt.sim.workload import ASSIGNMENTS, DURATIONS, WORKLOADS
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, FAIR_SHARE_RULES
 
 Value = Any
 #: Canonical options of one cell: (name, value) pairs sorted by name, defaults left out.
@@ -214,6 +215,11 @@ OPTIONS: Mapping[str, OptionType] = {
     "semantics": OptionType(
         _choice("semantics", semantics_names), "default", "matrix model or the artifact's rules"
     ),
+    "fair_share": OptionType(
+        _choice("fair-share rule", lambda: FAIR_SHARE_RULES),
+        DEFAULT_FAIR_SHARE_RULE,
+        "GPU-proportional share per server or cluster-wide (docs/formats.md section 1)",
+    ),
     "solver": OptionType(_choice("solver", _solvers), "highs", "LP/MIP back-end"),
     "time_limit": OptionType(_number(TIME_LIMIT_S), None, "per-round solver time limit"),
     "threads": OptionType(_integer(THREADS), None, "solver threads"),
@@ -230,6 +236,7 @@ SLUG_OPTIONS: tuple[str, ...] = (
     "cpus_per_server",
     "servers",
     "seed",
+    "fair_share",
 )
 
 
