@@ -156,6 +156,7 @@ def _highs_matrix(
     simplex: bool,
     node_limit: int | None = None,
     start: np.ndarray | None = None,
+    options: Mapping[str, bool | int | float | str] | None = None,
 ) -> SolveResult:
     import highspy
 
@@ -191,6 +192,9 @@ def _highs_matrix(
         h.setOptionValue("mip_max_nodes", int(node_limit))
     if simplex and not mm.is_mip:
         h.setOptionValue("solver", "simplex")
+    for key, value in (options or {}).items():
+        if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
+            raise ValueError(f"HiGHS option {key}={value!r} was refused")
     t0 = time.perf_counter()
     h.run()
     runtime = time.perf_counter() - t0
@@ -328,17 +332,22 @@ def solve_matrix(
     vertex: bool = True,
     node_limit: int | None = None,
     start: np.ndarray | None = None,
+    highs_options: Mapping[str, bool | int | float | str] | None = None,
 ) -> SolveResult:
     """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex).
 
     ``node_limit`` caps branch-and-bound nodes: unlike a time limit it stops at the same
     incumbent on every run, so callers that need deterministic output use it.  ``start``
     (one value per column) is a MIP start: HiGHS keeps it as its first incumbent if it is
-    feasible, OR-Tools takes it as a hint; it never changes the optimum.
+    feasible, OR-Tools takes it as a hint; it never changes the optimum.  ``highs_options``
+    are set on HiGHS last (names as in HiGHS's option list; a refused one is a
+    ``ValueError``); OR-Tools ignores them.
     """
     _check_backend(backend)
     if backend == "highs":
-        res = _highs_matrix(mm, time_limit, rel_gap, threads, vertex, node_limit, start)
+        res = _highs_matrix(
+            mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
+        )
     else:
         res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
     log.debug(

@@ -161,3 +161,28 @@ def test_checker_floor_memo_equals_fair_share_floor(family: str) -> None:
         f = facts(inst, dataclasses.replace(alloc, jobs=tuple(jobs)))
         for s in f.scheduled:
             assert f.floor(s) == fair_share_floor(inst, s.job, s.alloc.placement)
+
+
+def test_highs_options_pass_through() -> None:
+    """``highs_options`` reach HiGHS: the optimum is unchanged with the options OPT uses,
+    and an option HiGHS refuses is an error, not silently dropped."""
+    from synergy_opt.mechanisms.opt.context import OPT_HIGHS_OPTIONS
+    from synergy_opt.mechanisms.opt.mechanism import _split_super_machine
+    from synergy_opt.mechanisms.packing import select_runnable
+    from synergy_opt.solve import solve_matrix
+
+    inst = family_round("multi-gpu", 64, 2)
+    mm = _split_super_machine(inst, select_runnable(inst)).matrix
+    plain = solve_matrix(mm, "highs", threads=1)
+    quick = solve_matrix(mm, "highs", threads=1, highs_options=OPT_HIGHS_OPTIONS)
+    assert plain.objective is not None and quick.objective == pytest.approx(plain.objective)
+    with pytest.raises(ValueError, match="no_such_option"):
+        solve_matrix(mm, "highs", highs_options={"no_such_option": 1})
+
+
+def test_opt_solves_single_threaded_unless_told() -> None:
+    """OPT's MIPs are small: one solver thread unless the options ask for more."""
+    from synergy_opt.mechanisms import MechanismOptions
+
+    assert Opt().options.threads == 1
+    assert Opt(MechanismOptions(threads=2)).options.threads == 2

@@ -21,6 +21,7 @@ from synergy_opt.formulations.typed_fast import is_typed_round, super_machine_ma
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt.configure import reoptimise
 from synergy_opt.mechanisms.opt.context import (
+    OPT_HIGHS_OPTIONS,
     Clock,
     GpuPlan,
     Point,
@@ -55,6 +56,11 @@ TARGET_GAP: float = 2e-3
 #: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
 #: as they are: those that over-commit cores and memory least.
 REOPTIMISED_PLANS: int = 3
+#: Solver threads when the options leave them open: OPT's MIPs are small (tens to a few
+#: thousand columns), where HiGHS's parallel scheduler costs more than it saves (measured on
+#: 128-GPU single-GPU super-machines: 8-17 ms CPU and 30-90 ms wall per solve with the
+#: default scheduler, 1.5-4 ms with one thread, same optima).
+OPT_THREADS: int = 1
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -205,6 +211,8 @@ class Opt:
 
     def __init__(self, options: MechanismOptions | None = None) -> None:
         self.options = options or MechanismOptions()
+        if self.options.threads is None:
+            self.options = dataclasses.replace(self.options, threads=OPT_THREADS)
         self._cache: OrderedDict[RoundKey, CachedRound] = OrderedDict()
         #: The last answer's cluster and GPUs per job: the warm start of the next round.
         self._previous: tuple[Cluster, Previous] | None = None
@@ -322,6 +330,7 @@ class Opt:
             time_limit=clock.left(),
             threads=self.options.threads,
             rel_gap=DEFAULT_REL_GAP,
+            highs_options=OPT_HIGHS_OPTIONS,
         )
         upper = res.dual_bound
         if any(j.sensitivity_by_type for j in runnable):
@@ -362,6 +371,7 @@ class Opt:
             time_limit=clock.left(),
             threads=self.options.threads,
             rel_gap=DEFAULT_REL_GAP,
+            highs_options=OPT_HIGHS_OPTIONS,
         )
         log.info("typed super-machine bound %s (%s)", res.dual_bound, res.status)
         return res.dual_bound
@@ -392,7 +402,12 @@ class Opt:
         if not runnable:
             return None
         ksm = _split_super_machine(inst, runnable)
-        res = solve_matrix(ksm.matrix, self.options.solver, threads=self.options.threads)
+        res = solve_matrix(
+            ksm.matrix,
+            self.options.solver,
+            threads=self.options.threads,
+            highs_options=OPT_HIGHS_OPTIONS,
+        )
         if res.x is None:
             return None
         tune = make_mechanism("tune", self.options).allocate(inst)
