@@ -420,3 +420,20 @@ def test_opt_exact_takes_opts_typed_bound(monkeypatch: pytest.MonkeyPatch) -> No
     assert opt.upper_bound is not None
     assert alloc.upper_bound == approx(opt.upper_bound)
     assert check_allocation(inst, alloc, fair_share=True) == []
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_counting_bound_and_staging_take_the_typed_super_machine(seed: int) -> None:
+    """On these 3-type rounds the typed super-machine is below the counting LP (17.05 <
+    17.09, 17.87 < 18.09): both the bound and the staged solve's bound take it."""
+    inst = three_type_round(32, seed)
+    runnable = select_runnable(inst)
+    sm = _typed_bound(inst, runnable)
+    low = counting._model_data(inst, runnable, spread_floor="low")
+    lp = solve_matrix(counting_fast.build_counting_matrix(low, relax=True).matrix, "highs")
+    assert lp.objective is not None and lp.objective > sm + 1e-3
+    bound = counting_fast.counting_bound(inst, runnable)
+    res = counting_fast.solve_counting(inst, runnable, time_limit=30)
+    assert res.proven and res.objective is not None and res.dual_bound is not None
+    assert bound == approx(sm) and res.objective - ABS_TOL <= bound
+    assert res.dual_bound <= sm + ABS_TOL

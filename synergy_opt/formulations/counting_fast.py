@@ -40,7 +40,13 @@ from synergy_opt.formulations.counting import (
     slot_pairs,
     sym_pairs,
 )
-from synergy_opt.formulations.fast import build_super_machine_fast
+from synergy_opt.formulations.fast import KnapsackModel, build_super_machine_fast
+from synergy_opt.formulations.typed_fast import (
+    TypedKnapsackModel,
+    build_typed_super_machine_fast,
+    is_typed_round,
+    super_machine_matrix,
+)
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
@@ -500,9 +506,7 @@ def _solve_data(
     cm = build_counting_matrix(data)
     starts = list(warm_start)
     sm_bound: float | None = None
-    # The super-machine reads each job's reference matrix only: no bound for per-type jobs.
-    typed = any(j.sensitivity_by_type is not None for j in jobs)
-    if staged and jobs and data["bound_valid"] and not typed:
+    if staged and jobs and data["bound_valid"]:
         sm_bound, keep = _super_machine_points(inst, jobs, data, solver, clock.left(), threads)
         if keep is not None:
             cm_r = build_counting_matrix(restrict_points(data, keep))
@@ -574,8 +578,16 @@ def _super_machine_points(
     time_limit: float | None,
     threads: int | None,
 ) -> tuple[float | None, dict[int, set[tuple[int, float]]] | None]:
-    """The super-machine optimum (a bound) and, per counting class, the points it uses."""
-    ksm = build_super_machine_fast(inst, jobs)
+    """The super-machine optimum (a bound) and, per counting class, the points it uses.
+
+    On typed rounds the typed super-machine (its floors the lowest any split allows, so it
+    bounds the counting optimum too) and the points of its picks on any GPU type."""
+    typed = is_typed_round(inst, jobs)
+    ksm: KnapsackModel | TypedKnapsackModel = (
+        build_typed_super_machine_fast(inst, jobs)
+        if typed
+        else build_super_machine_fast(inst, jobs)
+    )
     sm = solve_matrix(ksm.matrix, solver, time_limit=time_limit, threads=threads)
     bound = sm.dual_bound if sm.status is TerminationStatus.OPTIMAL else None
     if sm.x is None or sm.status is not TerminationStatus.OPTIMAL:
@@ -583,7 +595,8 @@ def _super_machine_points(
     cls = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
     keep: dict[int, set[tuple[int, float]]] = {k: set() for k in data["g"]}
     for jc, picks in zip(ksm.classes, ksm.picks(sm.x), strict=True):
-        for (c, m, _), _n in picks:
+        for pick in picks:
+            c, m, _ = pick[1] if typed else pick[0]  # typed: (type, point, n)
             for job in jc.members:
                 keep[cls[job.id]].add((c, m))
     return bound, keep
@@ -600,12 +613,11 @@ def counting_bound(
 
     Both bound every allocation of ``jobs`` that keeps each job's fair-share floor: the
     LP relaxes the exact model, and summing its per-server rows gives the super-machine.
-    The super-machine is left out for jobs with per-type matrices (it reads the reference
-    matrix only), and no bound comes back when the counting model is not exact.
+    On typed rounds the super-machine is the typed one (``typed_fast``).
     """
     bounds: list[float] = []
     data = _model_data(inst, jobs, spread_floor="low")
-    if not data["bound_valid"]:  # a spread variant under-credits some job: no bound here
+    if not data["bound_valid"]:  # not a relaxation of every fair allocation: no bound
         return None
     lp = solve_matrix(
         build_counting_matrix(data, relax=True).matrix,
@@ -614,9 +626,7 @@ def counting_bound(
     )
     if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
         bounds.append(lp.dual_bound)
-    if any(j.sensitivity_by_type is not None for j in jobs):  # it reads reference matrices
-        return min(bounds) if bounds else None
-    sm = solve_matrix(build_super_machine_fast(inst, jobs).matrix, solver, time_limit=time_limit)
+    sm = solve_matrix(super_machine_matrix(inst, jobs), solver, time_limit=time_limit)
     if sm.dual_bound is not None and sm.status in (
         TerminationStatus.OPTIMAL,
         TerminationStatus.TIME_LIMIT,
