@@ -437,3 +437,27 @@ def test_counting_bound_and_staging_take_the_typed_super_machine(seed: int) -> N
     assert res.proven and res.objective is not None and res.dual_bound is not None
     assert bound == approx(sm) and res.objective - ABS_TOL <= bound
     assert res.dual_bound <= sm + ABS_TOL
+
+
+def test_one_type_spread_floor_below_every_whole_floor() -> None:
+    """Tiny round 179 without its GPU types: j0 (2 GPUs) spread over s0 (3 cores per GPU)
+    and s2 (1 core per GPU) has the checker's floor at 3 + 1 cores, below both whole-job
+    floors.  The plain super-machine with whole-job floors said 3.89 and the staged solve
+    "proved" it; the optimum is 3.91.  ``opt``'s bound (3.89, still whole-job floors) is
+    below the incumbent, so ``opt-exact`` leaves it out and says so."""
+    typed = tiny_round(179)
+    cluster = Cluster(tuple(dataclasses.replace(s, gpu_type=None) for s in typed.cluster.servers))
+    jobs = tuple(dataclasses.replace(j, sensitivity_by_type=None) for j in typed.jobs)
+    inst = RoundInstance("one-type-179", cluster, jobs, "server")
+    runnable = select_runnable(inst)
+    best = brute_force(inst, runnable)
+    assert best is not None and best.total_throughput == approx(3.91)
+    bound = counting_fast.counting_bound(inst, runnable)
+    assert bound is not None and bound >= 3.91 - ABS_TOL
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=20)).allocate(inst)
+    assert check_allocation(inst, exact, fair_share=True) == []
+    assert exact.total_throughput == approx(3.91)
+    assert exact.upper_bound is not None and exact.upper_bound >= 3.91 - ABS_TOL
+    opt = make_mechanism("opt").allocate(inst)
+    if opt.upper_bound is not None and opt.upper_bound < 3.91 - ABS_TOL:
+        assert any("opt's bound" in n for n in exact.notes)

@@ -40,12 +40,12 @@ from synergy_opt.formulations.counting import (
     slot_pairs,
     sym_pairs,
 )
-from synergy_opt.formulations.fast import KnapsackModel, build_super_machine_fast
+from synergy_opt.formulations.fast import KnapsackModel, build_knapsack, make_classes
 from synergy_opt.formulations.typed_fast import (
     TypedKnapsackModel,
     build_typed_super_machine_fast,
     is_typed_round,
-    super_machine_matrix,
+    lowest_fair_share,
 )
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
@@ -570,6 +570,26 @@ def _best_start(
     return best
 
 
+def _bounding_super_machine(
+    inst: RoundInstance, jobs: Sequence[Job]
+) -> KnapsackModel | TypedKnapsackModel:
+    """The super-machine whose optimum bounds the counting model: typed on typed rounds,
+    and either way with each job's lowest floor over every GPU split
+    (:func:`~synergy_opt.formulations.typed_fast.lowest_fair_share`).
+
+    Under the per-server rule a spread job's floor (the checker's) can be below every whole
+    job's; with the whole-job floor the plain super-machine cut off a tiny mixed-shape
+    round's optimum (3.89 < 3.91), and the staged solve then "proved" 3.89.
+    """
+    if is_typed_round(inst, jobs):
+        return build_typed_super_machine_fast(inst, jobs)
+    floors = {j.id: lowest_fair_share(inst, j) for j in jobs}
+    cl = inst.cluster
+    return build_knapsack(
+        make_classes(inst, jobs, floors=floors), [(float(cl.total_cpus), cl.total_mem_gb)]
+    )
+
+
 def _super_machine_points(
     inst: RoundInstance,
     jobs: Sequence[Job],
@@ -583,11 +603,7 @@ def _super_machine_points(
     On typed rounds the typed super-machine (its floors the lowest any split allows, so it
     bounds the counting optimum too) and the points of its picks on any GPU type."""
     typed = is_typed_round(inst, jobs)
-    ksm: KnapsackModel | TypedKnapsackModel = (
-        build_typed_super_machine_fast(inst, jobs)
-        if typed
-        else build_super_machine_fast(inst, jobs)
-    )
+    ksm = _bounding_super_machine(inst, jobs)
     sm = solve_matrix(ksm.matrix, solver, time_limit=time_limit, threads=threads)
     bound = sm.dual_bound if sm.status is TerminationStatus.OPTIMAL else None
     if sm.x is None or sm.status is not TerminationStatus.OPTIMAL:
@@ -626,7 +642,7 @@ def counting_bound(
     )
     if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
         bounds.append(lp.dual_bound)
-    sm = solve_matrix(super_machine_matrix(inst, jobs), solver, time_limit=time_limit)
+    sm = solve_matrix(_bounding_super_machine(inst, jobs).matrix, solver, time_limit=time_limit)
     if sm.dual_bound is not None and sm.status in (
         TerminationStatus.OPTIMAL,
         TerminationStatus.TIME_LIMIT,

@@ -68,11 +68,17 @@ class OptExact:
             warm_start=starts,
         )
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
-        # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set.
+        # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
+        # one below the counting model's incumbent is no bound (the per-server floors of a
+        # spread job can be lower than the plain super-machine's) and is left out, said.
         theirs = heuristic.upper_bound
+        notes: list[str] = []
+        if theirs is not None and res.objective is not None and theirs < res.objective - 1e-9:
+            notes.append(f"opt's bound {theirs:.6g} is below the incumbent {res.objective:.6g}")
+            log.warning("opt-exact on %s: %s", inst.name, notes[-1])
+            theirs = None
         bounds = [b for b in (res.dual_bound, theirs) if b is not None]
         upper = min(bounds) if bounds else None
-        notes: list[str] = []
         if not res.proven:
             notes.append(
                 f"counting model not proven optimal: {res.status} ({res.solver}), "
