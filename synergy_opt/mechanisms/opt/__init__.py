@@ -30,6 +30,7 @@ answer of that, the plain one and ``tune-typed`` is returned, so OPT is never be
 from synergy_opt.mechanisms.opt import (
     configure,
     context,
+    counting_route,
     mechanism,
     neighbourhood,
     routes,
@@ -53,6 +54,7 @@ __all__ = [
     "_tune_fallback",
     "configure",
     "context",
+    "counting_route",
     "mechanism",
     "neighbourhood",
     "routes",

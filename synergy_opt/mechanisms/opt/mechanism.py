@@ -482,9 +482,9 @@ class Opt:
         tries: list[tuple[str, RoutePlan, bool]] = []
         if kept:
             tries.append((WARM_START, lambda c: balanced_from(c, kept), False))
-        tries += [(r.name, r.plan, r.spreads) for r in ROUTES.values()]
-        for order, (name, plan_of, spreads) in enumerate(tries):
-            if spreads and not any_spreads:
+        tries += [(r.name, r.plan, r.spread_only) for r in ROUTES.values()]
+        for order, (name, plan_of, spread_only) in enumerate(tries):
+            if spread_only and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
                 plan = plan_of(ctx)

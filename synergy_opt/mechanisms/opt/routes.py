@@ -34,24 +34,33 @@ RoutePlan = Callable[[RoundContext], GpuPlan]
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A named way to round: ``spreads`` says it may spread jobs that fit on one server."""
+    """A named way to round: ``spreads`` says it may spread jobs that fit on one server;
+    ``spread_only`` that it is skipped on rounds where no job may spread (it would only
+    repeat a packing)."""
 
     name: str
     plan: RoutePlan
     spreads: bool
     doc: str
+    spread_only: bool
 
 
 ROUTES: dict[str, Route] = {}
 
 
-def route(name: str, *, spreads: bool) -> Callable[[RoutePlan], RoutePlan]:
-    """Register a rounding route under ``name`` (registry order is the order tried)."""
+def route(
+    name: str, *, spreads: bool, spread_only: bool | None = None
+) -> Callable[[RoutePlan], RoutePlan]:
+    """Register a rounding route under ``name`` (registry order is the order tried);
+    ``spread_only`` defaults to ``spreads``."""
 
     def deco(fn: RoutePlan) -> RoutePlan:
         if name in ROUTES:
             raise ValueError(f"rounding route {name!r} registered twice")
-        ROUTES[name] = Route(name, fn, spreads, (fn.__doc__ or "").strip().splitlines()[0])
+        doc = (fn.__doc__ or "").strip().splitlines()[0]
+        ROUTES[name] = Route(
+            name, fn, spreads, doc, spreads if spread_only is None else spread_only
+        )
         return fn
 
     return deco

@@ -1,0 +1,113 @@
+"""The ``counting`` rounding route: the exact model restricted to the super-machine's points.
+
+The consolidating routes place each class's GPUs by a rule; when the rule strands cores or
+memory, the super-machine points no longer deploy, and the neighbourhood search that follows
+costs seconds at 128 GPUs and can stop short of the optimum (0.989 of it on the single-GPU
+round ``family_round("single-gpu", 128, 1059)``).  The counting model
+(:mod:`synergy_opt.formulations.counting`) restricted to the grid points the super-machine
+picked is small on such rounds (128 columns there, 40 ms) and, when an allocation at those
+points exists, finds it exactly.  It runs after the other routes (registry order), only on
+rounds of at most :data:`COUNTING_ROUTE_MAX_COLUMNS` columns, with a node limit so that the
+answer does not depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from synergy_opt.formulations.counting import counting_data, restrict_points
+from synergy_opt.formulations.counting_fast import build_counting_matrix, placements_from_values
+from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.routes import route
+from synergy_opt.solve import TerminationStatus
+from synergy_opt.types import PlacementPart
+
+log = logging.getLogger(__name__)
+
+#: Restricted models above this many columns are skipped: multi-GPU rounds with spread
+#: slots spend seconds at the root (818 columns, 2.0 s on a 96-GPU multi-GPU round).
+COUNTING_ROUTE_MAX_COLUMNS: int = 1000
+#: Branch-and-bound nodes: a deterministic stop, unlike a time limit.
+COUNTING_ROUTE_NODES: int = 50
+
+
+@route("counting", spreads=True, spread_only=False)
+def counting_route(ctx: RoundContext) -> GpuPlan:
+    """The counting model over the super-machine's points (exact where those points deploy).
+
+    It spreads a job where the exact model gains from it after the split penalty, and it
+    also runs on rounds where no job may spread (there it is an exact packing).
+    """
+    if any(j.sensitivity_by_type is not None for j in ctx.runnable):
+        raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    estimate = _column_estimate(ctx)
+    if estimate > COUNTING_ROUTE_MAX_COLUMNS:  # decided before building anything
+        raise RoundingError(f"skipped: ~{estimate} columns > {COUNTING_ROUTE_MAX_COLUMNS}")
+    data = counting_data(ctx.inst, ctx.runnable)
+    if not data["feasible"]:
+        raise RoundingError("skipped: the counting data cannot keep every floor as placed")
+    classes: Sequence[Sequence[str]] = data["classes"]
+    keep: dict[int, set[tuple[int, float]]] = {
+        k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(classes)
+    }
+    cm = build_counting_matrix(restrict_points(data, keep))
+    if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS:
+        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {COUNTING_ROUTE_MAX_COLUMNS}")
+    res = ctx.solve(cm.matrix, node_limit=COUNTING_ROUTE_NODES)
+    if res.x is None:
+        raise RoundingError(f"restricted counting model: {res.status} without a solution")
+    if res.status is not TerminationStatus.OPTIMAL:
+        log.info("counting route: %s after %d nodes", res.status, COUNTING_ROUTE_NODES)
+    got = placements_from_values(data, cm.values(res.x))
+    if len(got) != len(ctx.runnable):
+        raise RoundingError("restricted counting model left a runnable job out")
+    index = {name: i for i, name in enumerate(data["server_names"])}
+    return _plan_by_point(ctx, classes, got, index)
+
+
+def _column_estimate(ctx: RoundContext) -> int:
+    """About the restricted model's columns, from the context alone: per class and
+    super-machine point one whole-job column per server, and per job that may spread a
+    slot's four columns (GPUs, part, cores, memory) per server (slightly high: columns
+    that cannot fit are not built)."""
+    servers = len(ctx.inst.cluster.servers)
+    pairs = {(i, ctx.points[j.id][:2]) for i, jc in enumerate(ctx.classes) for j in jc.members}
+    spreadable = sum(1 for j in ctx.runnable if j.gpus >= 2 and servers >= 2)
+    return servers * (len(pairs) + 4 * spreadable)
+
+
+def _plan_by_point(
+    ctx: RoundContext,
+    classes: Sequence[Sequence[str]],
+    got: Mapping[str, Sequence[PlacementPart]],
+    server_index: Mapping[str, int],
+) -> GpuPlan:
+    """Hand each class's placements to members whose super-machine point they were solved
+    at, so the mechanism's max-flow deploys those very points; the rest in class order."""
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    for ids in classes:
+        by_point: dict[tuple[int, float], list[tuple[tuple[int, int], ...]]] = defaultdict(list)
+        for jid in ids:
+            parts = got[jid]
+            point = (sum(p.cpus for p in parts), sum(p.mem_gb for p in parts))
+            gpus = tuple(sorted((server_index[p.server], p.gpus) for p in parts))
+            by_point[_rounded(point)].append(gpus)
+        rest: list[str] = []
+        for jid in ids:
+            pt: Point = ctx.points[jid]
+            queue = by_point.get(_rounded(pt[:2]))
+            if queue:
+                plan[jid] = queue.pop(0)
+            else:
+                rest.append(jid)
+        spare = [g for key in sorted(by_point) for g in by_point[key]]
+        for jid, gpus in zip(rest, spare, strict=True):
+            plan[jid] = gpus
+    return plan
+
+
+def _rounded(point: tuple[int, float]) -> tuple[int, float]:
+    """A point as a key: memory parts of a spread job sum with round-off."""
+    return int(point[0]), round(float(point[1]), 6)

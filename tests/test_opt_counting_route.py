@@ -1,0 +1,52 @@
+"""The ``counting`` rounding route (opt): the exact model over the super-machine's points.
+
+Two generated rounds where every older route stranded cores or memory and the neighbourhood
+search stopped short: ``opt`` reached 0.9895 and 0.9876 of the optimum, which here equals the
+super-machine bound (``opt-exact`` proves it).  With the route, ``opt`` reaches the bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from synergy_opt.check import check_allocation
+from synergy_opt.generate import family_round
+from synergy_opt.mechanisms import make_mechanism
+from synergy_opt.mechanisms.opt import ROUTES, Opt
+from synergy_opt.mechanisms.opt.context import RoundingError
+from synergy_opt.mechanisms.opt.counting_route import COUNTING_ROUTE_MAX_COLUMNS, counting_route
+
+
+@pytest.mark.parametrize(
+    ("family", "gpus", "seed", "bound"),
+    [("single-gpu", 128, 1059, 170.23), ("multi-gpu", 96, 1170, 72.06)],
+)
+def test_opt_reaches_the_bound_where_routes_used_to_strand_resources(
+    family: str, gpus: int, seed: int, bound: float
+) -> None:
+    inst = family_round(family, gpus, seed)
+    got = make_mechanism("opt").allocate(inst)
+    assert got.upper_bound == pytest.approx(bound, abs=1e-6)
+    assert got.total_throughput == pytest.approx(bound, abs=1e-6)  # was 168.44 and 71.17
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_route_plan_places_every_runnable_job_on_whole_gpus() -> None:
+    ctx = Opt().context(family_round("single-gpu", 128, 1059))
+    assert ctx is not None
+    plan = counting_route(ctx)
+    assert set(plan) == {j.id for j in ctx.runnable}
+    used = [0] * len(ctx.inst.cluster.servers)
+    for job in ctx.runnable:
+        assert sum(g for _, g in plan[job.id]) == job.gpus
+        for s, g in plan[job.id]:
+            used[s] += g
+    assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))
+
+
+def test_route_declines_large_rounds_before_building_the_model() -> None:
+    ctx = Opt().context(family_round("multi-gpu", 512, 0))
+    assert ctx is not None
+    with pytest.raises(RoundingError, match=f"> {COUNTING_ROUTE_MAX_COLUMNS}"):
+        counting_route(ctx)
+    assert list(ROUTES)[-1] == "counting"  # tried only after every cheaper route
