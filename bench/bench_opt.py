@@ -16,6 +16,13 @@ profiles, split 20/70/10):
    model did not prove are counted apart and left out of the ratios.
 3. ``opt`` and ``tune`` per-round time at 128 and 512 GPUs (single- and multi-GPU mix),
    measured interleaved (tune, opt, tune, opt, ...) in this one process; median of R.
+   Cold rounds: a fresh ``opt`` per round (nothing to warm-start from); wall and CPU time
+   (CPU time is what this process used, robust to other load on a shared machine).
+3b. The same inside simulations (``--tables 3b``): a generated trace per cell (FIFO, paper
+   workloads at 1.5x the paper's arrival rates so the cluster fills sooner), ``--warmup``
+   rounds run by TUNE alone, then ``--sim-rounds`` rounds in which every round instance
+   goes to ``tune`` and to one ``opt`` (timed side by side, ``opt``'s answer drives the
+   simulation, so ``opt`` warm-starts from its own previous round).
 
 ``--rounds 200`` is the full claim of issue 10 (hours); the default runs in a few minutes.
 """
@@ -28,6 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from synergy_opt.generate import FAMILIES, family_round
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
@@ -179,23 +187,167 @@ def bench_opt_ratio(
     )
 
 
+def cpu_timed(fn: Callable[[], Allocation]) -> tuple[Allocation, float, float]:
+    """The result, the wall time and this process's CPU time of ``fn()`` (CPU time does not
+    count the time other processes on a shared machine take from it)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
 def bench_opt_vs_tune_time(repeats: int) -> None:
-    """Table 3: interleaved per-round times."""
-    opt, tune = make_mechanism("opt"), make_mechanism("tune")
+    """Table 3: interleaved per-round times on cold rounds (a fresh ``opt`` each)."""
+    tune = make_mechanism("tune")
     rows: list[list[object]] = []
     for family in ("single-gpu", "multi-gpu"):
         for gpus in (128, 512):
             insts: list[RoundInstance] = [family_round(family, gpus, s) for s in range(repeats)]
-            t_opt: list[float] = []
-            t_tune: list[float] = []
+            t_opt: list[tuple[float, float]] = []
+            t_tune: list[tuple[float, float]] = []
             for inst in insts:
-                t_tune.append(timed(lambda inst=inst: tune.allocate(inst))[1])
-                t_opt.append(timed(lambda inst=inst: opt.allocate(inst))[1])
-            mt, mo = statistics.median(t_tune), statistics.median(t_opt)
-            rows.append([family, gpus, 1000 * mt, 1000 * mo, mo / mt])
+                t_tune.append(cpu_timed(lambda inst=inst: tune.allocate(inst))[1:])
+                opt = make_mechanism("opt")
+                t_opt.append(cpu_timed(lambda inst=inst, opt=opt: opt.allocate(inst))[1:])
+            mt, mo = (statistics.median(t[0] for t in ts) for ts in (t_tune, t_opt))
+            ct, co = (statistics.median(t[1] for t in ts) for ts in (t_tune, t_opt))
+            rows.append(
+                [family, gpus, 1000 * mt, 1000 * mo, mo / mt, 1000 * ct, 1000 * co, co / ct]
+            )
     table(
-        f"3. per-round time, tune and opt interleaved (median of {repeats} rounds)",
-        ["family", "GPUs", "tune ms", "opt ms", "opt/tune"],
+        f"3. per-round time on cold rounds, tune and opt interleaved (median of {repeats})",
+        ["family", "GPUs", "tune ms", "opt ms", "opt/tune", "tune cpu", "opt cpu", "cpu ratio"],
+        rows,
+    )
+
+
+#: Table 3b's cells: (workload, servers of 8 GPUs, arrivals per hour: 1.5x the paper's 9
+#: single-GPU and 4 multi-GPU jobs per hour per 128 GPUs).
+SIM_CELLS: tuple[tuple[str, int, float], ...] = (
+    ("single-gpu", 16, 13.5),
+    ("single-gpu", 64, 54.0),
+    ("multi-gpu", 16, 6.0),
+    ("multi-gpu", 64, 24.0),
+)
+
+
+class _Enough(Exception):
+    """Raised by the timing wrapper once its rounds are measured (ends the simulation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Timed:
+    """One measured simulation round."""
+
+    tune_s: float
+    opt_s: float
+    tune_cpu: float
+    opt_cpu: float
+    runnable: int
+    tune_total: float
+    opt_total: float
+    bound: float | None
+
+
+class _SideBySide:
+    """A mechanism for the simulator: TUNE alone for ``warmup`` rounds, then each round to
+    TUNE and to one ``opt``, both timed; ``opt``'s answer is returned."""
+
+    name = "opt"
+
+    def __init__(self, warmup: int, rounds: int) -> None:
+        self.tune, self.opt = make_mechanism("tune"), make_mechanism("opt")
+        self.warmup, self.rounds = warmup, rounds
+        self.calls = 0
+        self.log: list[_Timed] = []
+
+    def allocate(self, inst: RoundInstance) -> Allocation:
+        self.calls += 1
+        if self.calls <= self.warmup:
+            return self.tune.allocate(inst)
+        t, t_s, t_cpu = cpu_timed(lambda: self.tune.allocate(inst))
+        o, o_s, o_cpu = cpu_timed(lambda: self.opt.allocate(inst))
+        self.log.append(
+            _Timed(
+                t_s,
+                o_s,
+                t_cpu,
+                o_cpu,
+                len(select_runnable(inst)),
+                t.total_throughput,
+                o.total_throughput,
+                o.upper_bound,
+            )
+        )
+        if len(self.log) >= self.rounds:
+            raise _Enough
+        return o
+
+
+def bench_sim_rounds(rounds: int, warmup: int) -> None:
+    """Table 3b: per-round times of ``tune`` and ``opt`` on the rounds of simulations."""
+    import numpy as np
+
+    from synergy_opt.profiles import shipped_profiles
+    from synergy_opt.sim.config import SimConfig, paper_cluster
+    from synergy_opt.sim.engine import simulate
+    from synergy_opt.sim.workload import WorkloadSpec, generate_workload
+
+    profiles = shipped_profiles()
+    rows: list[list[object]] = []
+    for kind, servers, rate in SIM_CELLS:
+        spec = WorkloadSpec(kind=kind, jobs=20000, arrival_rate_per_h=rate)
+        trace = generate_workload(spec, profiles, np.random.default_rng(0))
+        mech = _SideBySide(warmup, rounds)
+        try:
+            simulate(
+                SimConfig(cluster=paper_cluster(servers)), trace, mech, "fifo", profiles=profiles
+            )
+        except _Enough:
+            pass
+        got = mech.log
+        if not got:
+            continue
+        mt, mo = statistics.median(r.tune_s for r in got), statistics.median(r.opt_s for r in got)
+        ct = statistics.median(r.tune_cpu for r in got)
+        co = statistics.median(r.opt_cpu for r in got)
+        near = sum(
+            1 for r in got if r.bound is not None and r.opt_total >= r.bound * (1 - 2e-3) - 1e-9
+        )
+        rows.append(
+            [
+                kind,
+                8 * servers,
+                len(got),
+                f"{min(r.runnable for r in got)}-{max(r.runnable for r in got)}",
+                1000 * mt,
+                1000 * mo,
+                mo / mt,
+                1000 * ct,
+                1000 * co,
+                co / ct,
+                sum(r.opt_cpu for r in got) / sum(r.tune_cpu for r in got),
+                f"{sum(r.opt_total >= r.tune_total - 1e-9 for r in got)}/{len(got)}",
+                f"{near}/{len(got)}",
+            ]
+        )
+    table(
+        f"3b. per-round time inside simulations ({warmup} TUNE rounds, then {rounds} timed; "
+        "opt warm-starts from its previous round; medians, 'sum cpu' = total CPU opt/tune)",
+        [
+            "workload",
+            "GPUs",
+            "rounds",
+            "runnable",
+            "tune ms",
+            "opt ms",
+            "opt/tune",
+            "tune cpu",
+            "opt cpu",
+            "cpu ratio",
+            "sum cpu",
+            "opt>=tune",
+            "within 0.2%",
+        ],
         rows,
     )
 
@@ -206,8 +358,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4, help="rounds per family in table 2")
     ap.add_argument("--seeds", type=int, default=3, help="rounds per family in table 1")
     ap.add_argument("--repeats", type=int, default=5, help="rounds per cell in table 3")
+    ap.add_argument("--sim-rounds", type=int, default=60, help="timed rounds per cell, table 3b")
+    ap.add_argument("--warmup", type=int, default=800, help="TUNE-only rounds first, table 3b")
     ap.add_argument("--time-limit", type=float, default=60.0, help="opt-exact limit, seconds")
-    ap.add_argument("--tables", default="1,2,3", help="which tables, e.g. 1,3")
+    ap.add_argument("--tables", default="1,2,3,3b", help="which tables, e.g. 1,3,3b")
     ap.add_argument("--quick", action="store_true", help="one seed, two rounds, two repeats")
     ap.add_argument(
         "--sizes", default="32,64,96,128", help="table 2: GPU counts the rounds cycle through"
@@ -225,10 +379,12 @@ def main() -> int:
     unknown = [f for f in families if f not in FAMILIES]
     if not families or unknown:
         ap.error(f"--families: unknown {unknown or args.families!r}; known: {', '.join(FAMILIES)}")
-    if min(args.rounds, args.seeds, args.repeats) < 1 or args.time_limit <= 0:
-        ap.error("--rounds, --seeds and --repeats must be >= 1 and --time-limit > 0")
+    if min(args.rounds, args.seeds, args.repeats, args.sim_rounds) < 1 or args.time_limit <= 0:
+        ap.error("--rounds, --seeds, --repeats and --sim-rounds must be >= 1, --time-limit > 0")
+    if args.warmup < 0:
+        ap.error("--warmup must be >= 0")
     if args.quick:
-        args.rounds, args.seeds, args.repeats = 2, 1, 2
+        args.rounds, args.seeds, args.repeats, args.sim_rounds = 2, 1, 2, 10
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("synergy_opt").setLevel(logging.ERROR)
     wanted = {t.strip() for t in args.tables.split(",")}
@@ -238,6 +394,8 @@ def main() -> int:
         bench_opt_ratio(args.rounds, args.time_limit, sizes, args.seed_offset, families)
     if "3" in wanted:
         bench_opt_vs_tune_time(args.repeats)
+    if "3b" in wanted:
+        bench_sim_rounds(args.sim_rounds, args.warmup)
     return 0
 
 

@@ -186,3 +186,30 @@ def test_opt_solves_single_threaded_unless_told() -> None:
 
     assert Opt().options.threads == 1
     assert Opt(MechanismOptions(threads=2)).options.threads == 2
+
+
+def test_neighbourhood_search_is_short_within_one_percent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round already within LNS_NEAR_GAP of the super-machine bound (so within 1 % of the
+    optimum) gets at most LNS_NEAR_PATIENCE neighbourhood MIPs without gain; the full
+    patience applies when the rule is off.  The answer stays checked and within the gap."""
+    from synergy_opt.mechanisms.opt import neighbourhood as nb
+
+    inst = family_round("single-gpu", 128, 1)  # 0.995 of the bound after the routes
+    calls = {"n": 0}
+    solve_hood = nb._solve_hood
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        return solve_hood(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nb, "_solve_hood", counted)
+    near = Opt().allocate(inst)
+    assert check_allocation(inst, near, fair_share=True) == []
+    assert near.upper_bound is not None
+    assert near.total_throughput >= (1 - nb.LNS_NEAR_GAP) * near.upper_bound
+    assert 1 <= calls["n"] <= nb.LNS_NEAR_PATIENCE
+    calls["n"] = 0
+    monkeypatch.setattr(nb, "LNS_NEAR_GAP", 0.0)
+    far = Opt().allocate(inst)
+    assert calls["n"] > nb.LNS_NEAR_PATIENCE
+    assert far.total_throughput >= near.total_throughput - 1e-9

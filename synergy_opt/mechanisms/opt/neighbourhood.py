@@ -65,6 +65,13 @@ LNS_MAX_COLUMNS: int = 1500
 LNS_PASSES: int = 3
 #: Stop after this many neighbourhoods in a row that do not improve the round.
 LNS_PATIENCE: int = 6
+#: Once the round is within this fraction of the super-machine bound (so within it of the
+#: optimum too, issue 10's 1 %), the search is cheaper: :data:`LNS_NEAR_PATIENCE` misses
+#: in a row end it, and every neighbourhood MIP starts from the current answer (which also
+#: prunes every branch that cannot beat it).
+LNS_NEAR_GAP: float = 1e-2
+LNS_NEAR_PATIENCE: int = 2
+LNS_NEAR_START: bool = True
 #: Spread slots per job class in a neighbourhood (jobs of a class are interchangeable).
 LNS_SLOTS_PER_CLASS: int = 2
 #: Branch-and-bound nodes per neighbourhood: a deterministic stop.
@@ -99,6 +106,8 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
     """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc),
     stopping once its total reaches ``target``."""
     n_s = len(ctx.inst.cluster.servers)
+    near = state.total >= ctx.optimum * (1 - LNS_NEAR_GAP)
+    patience = LNS_NEAR_PATIENCE if near else LNS_PATIENCE
     tried: set[tuple[tuple[int, ...], float]] = set()
     passes = 1 if n_s <= LNS_WHOLE_ROUND_SERVERS else LNS_PASSES  # whole round: one MIP
     for _ in range(passes):
@@ -113,7 +122,7 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
             if key in tried:
                 continue  # same servers, same answer so far: the sub-MIP would repeat
             tried.add(key)
-            better = _solve_hood(ctx, state, hood)
+            better = _solve_hood(ctx, state, hood, start=near and LNS_NEAR_START)
             if better is not None and better.total > state.total * (1 + LNS_MIN_GAIN) + 1e-9:
                 log.info(
                     "opt: neighbourhood %s raises %.6g to %.6g", hood, state.total, better.total
@@ -124,7 +133,7 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
                     break
             else:
                 misses += 1
-                if misses >= LNS_PATIENCE:
+                if misses >= patience:
                     break
         if state.total <= start * (1 + LNS_MIN_GAIN) or state.total >= target:
             break
@@ -198,7 +207,7 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
 
 
 def _solve_hood(  # noqa: C901 - one block per column family, as in the module docstring
-    ctx: RoundContext, state: State, hood: Sequence[int]
+    ctx: RoundContext, state: State, hood: Sequence[int], *, start: bool = False
 ) -> State | None:
     inst = ctx.inst
     servers = inst.cluster.servers
@@ -384,15 +393,15 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     if len(cols) > LNS_MAX_COLUMNS and len(hood) > min(LNS_SERVERS):
         # Too big to solve quickly (HiGHS's root alone takes seconds on 700 columns):
         # drop the neighbourhood's last server (the one with least to spare) and retry.
-        return _solve_hood(ctx, state, hood[:-1])
+        return _solve_hood(ctx, state, hood[:-1], start=start)
     mm = matrix_model(cols, cost, upper, integer, lo, hi, names, maximize=True, name="lns_hood")
     # A start makes the small server-triple neighbourhoods of large rounds cheaper; on the
     # whole of a small round and on job-centred neighbourhoods HiGHS finds more from scratch
     # within the node limit (measured: 32-GPU mixed-shapes seed 7 reaches its optimum 29.27
     # without a start, 28.77 with one; split-penalty 128 seed 1 57.24 against 56.75).
-    warm = len(hood) <= min(LNS_SERVERS) < len(servers)
-    start = _start(state, all_parts, class_list, owner, index) if warm else None
-    res = ctx.solve(mm, rel_gap=LNS_REL_GAP / 1000.0, node_limit=LNS_NODES, start=start)
+    warm = start or len(hood) <= min(LNS_SERVERS) < len(servers)
+    x0 = _start(state, all_parts, class_list, owner, index) if warm else None
+    res = ctx.solve(mm, rel_gap=LNS_REL_GAP / 1000.0, node_limit=LNS_NODES, start=x0)
     if res.x is None:
         log.debug("neighbourhood %s: sub-MIP ended %s", hood, res.status)
         return None
