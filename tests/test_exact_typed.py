@@ -304,6 +304,15 @@ def test_pyomo_equals_fast_on_three_types(seed: int) -> None:
     assert fast == approx(ref)
 
 
+@pytest.mark.parametrize("seed", [0, 2, 5, 13, 17, 26])
+def test_pyomo_equals_fast_on_unordered_types(seed: int) -> None:
+    """Tiny rounds whose per-type matrices are not ordered (3-4 spread variants here)."""
+    inst = tiny_round(seed)
+    runnable = select_runnable(inst)
+    ref, fast = _same_model(inst, runnable, symmetry=seed % 2 == 1)
+    assert fast == approx(ref)
+
+
 @pytest.mark.parametrize(("gpus", "seed"), [(32, 0), (32, 5), (64, 0), (64, 1)])
 def test_opt_exact_proves_three_type_rounds(gpus: int, seed: int) -> None:
     inst = three_type_round(gpus, seed)
