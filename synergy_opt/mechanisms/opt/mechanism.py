@@ -9,7 +9,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from synergy_opt.check import check_allocation, fair_share_floor
+from synergy_opt.check import check_allocation, fair_share_floor, forced_split_factor
 from synergy_opt.formulations.fast import (
     DemandClass,
     JobClass,
@@ -17,7 +17,11 @@ from synergy_opt.formulations.fast import (
     build_super_machine_split,
     class_key,
 )
-from synergy_opt.formulations.typed_fast import is_typed_round, super_machine_matrix
+from synergy_opt.formulations.typed_fast import (
+    is_typed_round,
+    lowest_fair_share,
+    super_machine_matrix,
+)
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt.configure import reoptimise
 from synergy_opt.mechanisms.opt.context import (
@@ -333,6 +337,8 @@ class Opt:
             highs_options=OPT_HIGHS_OPTIONS,
         )
         upper = res.dual_bound
+        if upper is not None and inst.per_server_shares:
+            upper = self._split_floor_bound(inst, runnable, upper, clock)
         if any(j.sensitivity_by_type for j in runnable):
             # The split-aware super-machine reads each job's reference matrix; on a faster
             # GPU type a job may realise more, so its optimum is no bound there (its points
@@ -359,6 +365,36 @@ class Opt:
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             mine = dataclasses.replace(mine, upper_bound=self._tighter_bound(ctx, upper))
         return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+
+    def _split_floor_bound(
+        self, inst: RoundInstance, runnable: Sequence[Job], upper: float, clock: Clock
+    ) -> float | None:
+        """The split-aware super-machine's bound with the floors no split goes below.
+
+        Under the per-server rule a spread job's floor is read at its servers' summed whole
+        cores, which can fall below every whole job's (two 1-GPU parts at 3.5 cores per GPU
+        hold 6 cores, one 2-GPU part 7): the points the guiding model drops there may carry
+        the optimum, so its value bounds nothing.  Where no job's lowest floor
+        (:func:`~synergy_opt.formulations.typed_fast.lowest_fair_share`) is below the one
+        the model used, ``upper`` stands; otherwise the model is solved again on those."""
+        first = {class_key(j): j for j in reversed(runnable)}  # floors depend on the class
+        lowest = {
+            k: lowest_fair_share(inst, j) * forced_split_factor(inst, j) for k, j in first.items()
+        }
+        if all(
+            lowest[k] >= fair_share_floor(inst, j)[1] - THROUGHPUT_EPS for k, j in first.items()
+        ):
+            return upper
+        low = {j.id: lowest[class_key(j)] for j in runnable}
+        res = solve_matrix(
+            build_super_machine_split(inst, runnable, low).matrix,
+            self.options.solver,
+            time_limit=clock.left(),
+            threads=self.options.threads,
+            rel_gap=DEFAULT_REL_GAP,
+        )
+        log.info("split-floor super-machine bound %s (%s)", res.dual_bound, res.status)
+        return res.dual_bound if res.status is TerminationStatus.OPTIMAL else None
 
     def _typed_bound(
         self, inst: RoundInstance, runnable: Sequence[Job], clock: Clock
@@ -388,9 +424,10 @@ class Opt:
         from synergy_opt.formulations.counting import counting_data
         from synergy_opt.formulations.counting_fast import build_counting_matrix
 
-        data = counting_data(ctx.inst, ctx.runnable)
-        if any(j.sensitivity_by_type for j in ctx.runnable) and not data["bound_valid"]:
-            return upper  # a job with three or more matrices: the counting LP bounds nothing
+        # The relaxation's spread floors (the lowest a split allows) make it a bound.
+        data = counting_data(ctx.inst, ctx.runnable, spread_floor="low")
+        if not data["bound_valid"]:
+            return upper
         lp = ctx.solve(build_counting_matrix(data, relax=True).matrix)
         if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
             return min(upper, lp.dual_bound)
