@@ -6,9 +6,15 @@ server, whole cores, the split penalty and every job's fair-share floor, aggrega
 identical jobs so that 128- and 512-GPU rounds are proven in seconds.  TUNE's and ``opt``'s
 allocations are its MIP starts.
 
+Where a job may spread at a split penalty the counting LP is loose (a whole job sits
+fractionally on several servers without paying the penalty): if the counting model has not
+proven its answer within :data:`FIRST_STAGE_S`, server patterns take over
+(:mod:`~synergy_opt.formulations.patterns_fast`): column generation gives a tighter bound,
+and the counting MIP runs again with that bound's rows from the best answer so far.
+
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
-the super-machine optimum, and ``opt``'s bound.  The answer is never below TUNE nor below
-``opt``; an unproven answer (time limit) says so in ``notes``.
+the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
+below TUNE nor below ``opt``; an unproven answer (time limit) says so in ``notes``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import logging
 import time
 
 from synergy_opt.check import check_allocation
-from synergy_opt.formulations.counting_fast import solve_counting
+from synergy_opt.formulations.counting_fast import CountingResult, solve_counting
+from synergy_opt.formulations.patterns_fast import patterns_apply, solve_with_patterns
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import _better_of, _tune_fallback
 from synergy_opt.mechanisms.packing import select_runnable
@@ -29,6 +36,9 @@ log = logging.getLogger(__name__)
 #: ``opt-exact`` without ``--time-limit`` stops after this many seconds (it is exponential
 #: in the worst case; 128-GPU rounds of every family are meant to close within 10 s).
 EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
+#: On rounds with penalised spreads, the plain counting model's share before patterns take
+#: over (rounds it proves by then are solved exactly as before).
+FIRST_STAGE_S: float = 2.0
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
@@ -59,14 +69,26 @@ class OptExact:
             if {ja.id for ja in a.jobs} == ids
         ]
         left = max(limit - (time.perf_counter() - t0), 1e-3)
+        staged = patterns_apply(inst, runnable)
         res = solve_counting(
             inst,
             runnable,
             solver=solver,
-            time_limit=left,
+            time_limit=min(left, FIRST_STAGE_S) if staged else left,
             threads=self.options.threads,
             warm_start=starts,
         )
+        left = limit - (time.perf_counter() - t0)
+        if staged and not res.proven and left > 0.1:
+            more = solve_with_patterns(
+                inst,
+                runnable,
+                solver=solver,
+                time_limit=left,
+                threads=self.options.threads,
+                warm_start=[p for p in (res.placements, *starts) if p],
+            )
+            res = _merge(res, more)
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
         # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
         # one below the counting model's incumbent is no bound (the per-server floors of a
@@ -105,3 +127,20 @@ class OptExact:
                 heuristic, mechanism=self.name, upper_bound=upper, notes=(*notes, note)
             )
         return _better_of(inst, mine, tune, self.name, t0)
+
+
+def _merge(first: CountingResult, second: CountingResult | None) -> CountingResult:
+    """The better answer of two solves of the same jobs, with the smaller of their bounds."""
+    if second is None:
+        return first
+    better = second
+    if first.objective is not None and (
+        second.objective is None or first.objective > second.objective
+    ):
+        better = first
+    bounds = [b for b in (first.dual_bound, second.dual_bound) if b is not None]
+    return dataclasses.replace(
+        better,
+        dual_bound=min(bounds) if bounds else None,
+        runtime_s=first.runtime_s + second.runtime_s,
+    )

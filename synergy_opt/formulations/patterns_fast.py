@@ -1,0 +1,574 @@
+"""Server patterns on the fast path: column generation, the bound, and the cut counting MIP.
+
+:mod:`~synergy_opt.formulations.patterns` states the pricing problem, the master and the
+extra counting rows in Pyomo (the reference); this module builds the same models as
+matrices (same column and row order and names; tests prove equal optima) and runs column
+generation:
+
+1. The master LP over the patterns so far (seeded with the servers of known allocations)
+   gives prices; per class of identical servers a one-server pricing MIP finds the best
+   pattern.  Whatever the prices, master value + sum_c N_c max(0, pricing bound_c - mu_c)
+   bounds the counting optimum (a Lagrangian bound), so the loop may stop at any time.
+2. Each server's pricing optimum is a valid row of the counting model
+   (``pat_dual_cut[s]``); with these rows and ``pat_full_gpus`` its LP is as tight as the
+   best bound found, and the counting MIP runs from there with the best known start.
+
+Public API::
+
+    pattern_bound(data, *, time_limit, seeds, target) -> PatternBound
+    build_pricing_matrix(data, s, prices) -> tuple[MatrixModel, list[ColKey], list[str]]
+    build_master_matrix(data, patterns) -> tuple[MatrixModel, list[ColKey], list[str]]
+    solve_with_patterns(inst, jobs, *, solver, time_limit, threads, warm_start) -> CountingResult
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from synergy_opt.formulations.counting import _model_data, part_bounds
+from synergy_opt.formulations.counting_fast import (
+    EXACT_REL_GAP,
+    ColKey,
+    CountingMatrix,
+    CountingResult,
+    _result,
+    build_counting_matrix,
+    start_from_placements,
+)
+from synergy_opt.formulations.patterns import (
+    SHORT_PENALTY,
+    Pattern,
+    PatternCut,
+    Prices,
+    full_gpu_floor,
+    gpu_slack,
+    pricing_costs,
+    server_columns,
+    server_shapes,
+)
+from synergy_opt.matrix import MatrixModel
+from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
+from synergy_opt.types import Job, PlacementPart, RoundInstance
+
+log = logging.getLogger(__name__)
+
+#: A pattern enters the master when its reduced value exceeds this.
+PRICE_EPS: float = 1e-6
+#: Column generation stops after this many rounds of pricing (a guard; the bound is valid
+#: whenever it stops).
+MAX_ITERATIONS: int = 400
+
+
+@dataclass(frozen=True, slots=True)
+class PatternBound:
+    """Column generation's outcome: the best Lagrangian bound and the rows it proves.
+
+    ``bound`` bounds every allocation of the round's jobs that keeps the floors (None when
+    no pricing round finished); ``converged`` says no pattern was left to add, so
+    ``bound`` is the master LP optimum (the Dantzig-Wolfe bound).
+    """
+
+    bound: float | None
+    master_value: float | None
+    iterations: int
+    patterns: tuple[Pattern, ...]
+    converged: bool
+    runtime_s: float
+    cuts: tuple[PatternCut, ...]
+
+
+class _Rows:
+    """Named rows as (row, column, value) triplets."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.lower: list[float] = []
+        self.upper: list[float] = []
+        self.trip: list[tuple[int, int, float]] = []
+
+    def add(self, name: str, terms: Sequence[tuple[int, float]], lo: float, hi: float) -> None:
+        row = len(self.names)
+        self.names.append(name)
+        self.lower.append(lo)
+        self.upper.append(hi)
+        merged: dict[int, float] = {}
+        for c, v in terms:  # a pattern may hold one class at two points: one entry
+            merged[c] = merged.get(c, 0.0) + v
+        self.trip += [(row, c, v) for c, v in merged.items()]
+
+
+def _name(base: str, idx: tuple[int, ...]) -> str:
+    return f"{base}[{','.join(str(i) for i in idx)}]" if idx else base
+
+
+def _matrix(
+    name: str,
+    cost: Sequence[float],
+    upper: Sequence[float],
+    integer: Sequence[bool],
+    rows: _Rows,
+) -> MatrixModel:
+    ncol = len(cost)
+    r = np.asarray([t[0] for t in rows.trip], dtype=np.int64)
+    c = np.asarray([t[1] for t in rows.trip], dtype=np.int64)
+    v = np.asarray([t[2] for t in rows.trip], dtype=np.float64)
+    order = np.lexsort((r, c))
+    start = np.zeros(ncol + 1, dtype=np.int32)
+    np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
+    return MatrixModel(
+        cost=np.asarray(cost, dtype=np.float64),
+        col_lower=np.zeros(ncol),
+        col_upper=np.asarray(upper, dtype=np.float64),
+        integer=np.asarray(integer, dtype=bool),
+        row_lower=np.asarray(rows.lower, dtype=np.float64),
+        row_upper=np.asarray(rows.upper, dtype=np.float64),
+        a_start=start,
+        a_index=r[order].astype(np.int32),
+        a_value=v[order],
+        maximize=True,
+        name=name,
+        row_names=tuple(rows.names),
+    )
+
+
+# --------------------------------------------------------------------------- pricing
+
+
+def build_pricing_matrix(
+    data: Mapping[str, Any], s: int, prices: Prices
+) -> tuple[MatrixModel, list[ColKey], list[str]]:
+    """The pricing MIP of :func:`~synergy_opt.formulations.patterns.build_pricing` as a
+    matrix: columns x[k, p], then a, u, cp, mp per slot; the same rows in the same order."""
+    xs, slots = server_columns(data, s)
+    wx, wp = pricing_costs(data, s, prices)
+    g, xpt, inf = data["g"], data["x_point"], math.inf
+    cols: list[ColKey] = [("x", kp) for kp in xs]
+    cost = [wx[kp] for kp in xs]
+    upper = [float(data["x_upper"][s, k, p]) for k, p in xs]
+    integer = [True] * len(xs)
+    bnd = {ki: part_bounds(dict(data), *ki, s) for ki in slots}
+    pos: dict[tuple[str, tuple[int, int]], int] = {}
+    for name, ub, is_int in (("a", 0, True), ("u", None, True), ("cp", 1, True), ("mp", 2, False)):
+        for ki in slots:
+            pos[name, ki] = len(cols)
+            cols.append((name, ki))
+            cost.append(wp[name, ki])
+            upper.append(1.0 if ub is None else float(bnd[ki][ub]))
+            integer.append(is_int)
+    rows = _Rows()
+    full = full_gpu_floor(data, s)
+    for base, var, cap, lo in (
+        ("cnt_gpu_capacity", "a", data["G"][s], full),
+        ("eq2_cpu_capacity", "cp", data["C"][s], -inf),
+        ("eq3_mem_capacity", "mp", data["M"][s], -inf),
+    ):
+        coef = {"cnt_gpu_capacity": 0, "eq2_cpu_capacity": 1, "eq3_mem_capacity": 2}[base]
+        terms = [
+            (j, float(g[k] if coef == 0 else xpt[s, k, p][coef - 1])) for j, (k, p) in enumerate(xs)
+        ]
+        terms += [(pos[var, ki], 1.0) for ki in slots]
+        rows.add(base, terms, lo, float(cap))
+    for k in sorted({k for k, _ in slots}):
+        terms = [(j, 1.0) for j, (kk, _) in enumerate(xs) if kk == k]
+        terms += [(pos["u", ki], 1.0) for ki in slots if ki[0] == k]
+        rows.add(_name("pat_one_role", (k,)), terms, -inf, float(data["n"][k]))
+    for ki in slots:
+        rows.add(_name("cnt_part_has_gpu", ki), [(pos["a", ki], 1.0), (pos["u", ki], -1.0)], 0, inf)
+    for base, var, b in (
+        ("cnt_gpus_only_on_used", "a", 0),
+        ("cnt_cpus_only_on_used", "cp", 1),
+        ("cnt_mem_only_on_used", "mp", 2),
+    ):
+        for ki in slots:
+            terms = [(pos[var, ki], 1.0), (pos["u", ki], -float(bnd[ki][b]))]
+            rows.add(_name(base, ki), terms, -inf, 0.0)
+    return _matrix("pattern_pricing", cost, upper, integer, rows), cols, rows.names
+
+
+# --------------------------------------------------------------------------- master
+
+
+def build_master_matrix(
+    data: Mapping[str, Any], patterns: Sequence[Pattern], *, relax: bool = True
+) -> tuple[MatrixModel, list[ColKey], list[str]]:
+    """The master of :func:`~synergy_opt.formulations.patterns.build_master` as a matrix:
+    columns z[j], y[k, i, q], short[k]; rows in the Pyomo model's order."""
+    shapes = server_shapes(data)
+    spts, g, inf = data["slot_points"], data["g"], math.inf
+    slots = list(data["slots"])
+    classes = sorted(g)
+    cols: list[ColKey] = []
+    cost: list[float] = []
+    upper: list[float] = []
+    integer: list[bool] = []
+    for j, p in enumerate(patterns):
+        cols.append(("z", (j,)))
+        cost.append(p.value)
+        upper.append(float(len(shapes[p.shape])))
+        integer.append(not relax)
+    ycol: dict[tuple[int, int, int], int] = {}
+    for k, i in slots:
+        for q in range(len(spts[k, i])):
+            ycol[k, i, q] = len(cols)
+            cols.append(("y", (k, i, q)))
+            cost.append(spts[k, i][q][2])
+            upper.append(1.0)
+            integer.append(not relax)
+    scol = {}
+    for k in classes:
+        scol[k] = len(cols)
+        cols.append(("short", (k,)))
+        cost.append(-SHORT_PENALTY)
+        upper.append(inf)
+        integer.append(False)
+    rows = _Rows()
+    for k in classes:
+        terms = [(j, float(c)) for j, p in enumerate(patterns) for (kk, _), c in p.whole if kk == k]
+        terms += [(ycol[kk, i, q], 1.0) for kk, i, q in ycol if kk == k]
+        terms.append((scol[k], 1.0))
+        rows.add(_name("eq4_class_cover", (k,)), terms, data["n"][k], data["n"][k])
+    for c in range(len(shapes)):
+        terms = [(j, 1.0) for j, p in enumerate(patterns) if p.shape == c]
+        rows.add(_name("pat_server_count", (c,)), terms, -inf, float(len(shapes[c])))
+    for ki in slots:
+        terms = [(ycol[(*ki, q)], 1.0) for q in range(len(spts[ki]))]
+        rows.add(_name("cnt_one_point", ki), terms, -inf, 1.0)
+    for base, pos in (("pat_spread_gpus", 0), ("pat_spread_cpus", 1), ("pat_spread_mem", 2)):
+        for ki in slots:
+            terms = [
+                (j, float(part[pos + 1]))
+                for j, p in enumerate(patterns)
+                for part in p.parts
+                if part[0] == ki
+            ]
+            need = [
+                float(g[ki[0]]) if pos == 0 else float(spts[ki][q][pos - 1])
+                for q in range(len(spts[ki]))
+            ]
+            terms += [(ycol[(*ki, q)], -need[q]) for q in range(len(spts[ki]))]
+            if pos == 0:
+                rows.add(_name(base, ki), terms, 0.0, 0.0)
+            else:
+                rows.add(_name(base, ki), terms, 0.0, inf)
+    mm = _matrix("pattern_master", cost, upper, integer, rows)
+    return mm, cols, rows.names
+
+
+def _lp_duals(mm: MatrixModel) -> tuple[float, np.ndarray] | None:
+    """Optimal value and row duals of an LP (HiGHS simplex); None unless optimal."""
+    import highspy
+
+    from synergy_opt.solve import _new_highs
+
+    h = _new_highs()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = mm.num_cols, mm.num_rows
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = mm.cost, mm.col_lower, mm.col_upper
+    lp.row_lower_, lp.row_upper_ = mm.row_lower, mm.row_upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = mm.a_start
+    lp.a_matrix_.index_ = mm.a_index
+    lp.a_matrix_.value_ = mm.a_value
+    lp.sense_ = highspy.ObjSense.kMaximize
+    h.passModel(lp)
+    h.setOptionValue("solver", "simplex")
+    h.setOptionValue("random_seed", 0)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return float(h.getInfo().objective_function_value), np.asarray(h.getSolution().row_dual)
+
+
+def _prices(data: Mapping[str, Any], names: Sequence[str], duals: np.ndarray) -> Prices:
+    at = dict(zip(names, duals.tolist(), strict=True))
+    slots = list(data["slots"])
+    return Prices(
+        cover={k: at[_name("eq4_class_cover", (k,))] for k in data["g"]},
+        count={c: at[_name("pat_server_count", (c,))] for c in range(len(server_shapes(data)))},
+        gpus={ki: at[_name("pat_spread_gpus", ki)] for ki in slots},
+        cpus={ki: at[_name("pat_spread_cpus", ki)] for ki in slots},
+        mem={ki: at[_name("pat_spread_mem", ki)] for ki in slots},
+    )
+
+
+def _pattern(
+    data: Mapping[str, Any], c: int, s: int, values: Mapping[ColKey, float]
+) -> Pattern | None:
+    """The pattern of server s (shape c) in a solution keyed like the pricing columns."""
+    whole = tuple(
+        sorted(
+            ((k, p), int(round(v)))
+            for (name, (k, p)), v in values.items()
+            if name == "x" and round(v) >= 1
+        )
+    )
+    parts = []
+    for (name, ki), v in sorted(values.items()):
+        if name == "a" and round(v) >= 1:
+            parts.append(
+                (ki, int(round(v)), int(round(values["cp", ki])), max(0.0, values["mp", ki]))
+            )
+    if not whole and not parts:
+        return None
+    value = math.fsum(data["x_point"][s, k, p][2] * n for (k, p), n in whole)
+    return Pattern(c, whole, tuple(parts), value)
+
+
+def _seed_patterns(
+    data: Mapping[str, Any], cm: CountingMatrix, seeds: Sequence[np.ndarray]
+) -> list[Pattern]:
+    """Every server's contents in each known counting solution, once each."""
+    shapes = server_shapes(data)
+    shape_of = {s: c for c, run in enumerate(shapes) for s in run}
+    out: dict[Pattern, None] = {}
+    for vec in seeds:
+        per: dict[int, dict[ColKey, float]] = {s: {} for s in data["G"]}
+        for (name, idx), v in zip(cm.columns, vec, strict=True):
+            if name == "x":
+                per[idx[0]]["x", (idx[1], idx[2])] = float(v)
+            elif name in ("a", "u", "cp", "mp"):
+                per[idx[2]][name, (idx[0], idx[1])] = float(v)
+        for s, values in per.items():
+            p = _pattern(data, shape_of[s], s, values)
+            if p is not None:
+                out[p] = None
+    return list(out)
+
+
+def pattern_bound(
+    data: Mapping[str, Any],
+    *,
+    time_limit: float | None = None,
+    seeds: Sequence[np.ndarray] = (),
+    target: float | None = None,
+    cm: CountingMatrix | None = None,
+) -> PatternBound:
+    """Column generation over server patterns; stops when no pattern prices out, when the
+    bound reaches ``target`` (a known allocation's value: then it is proven optimal), or
+    at ``time_limit``.  ``seeds``: counting-model solutions whose servers start the master.
+    """
+    t0 = time.perf_counter()
+    cm = cm or build_counting_matrix(data)
+    shapes = server_shapes(data)
+    patterns = _seed_patterns(data, cm, seeds)
+    known = set(patterns)
+    pricing = {
+        c: build_pricing_matrix(data, run[0], _zero_prices(data)) for c, run in enumerate(shapes)
+    }
+    best: float | None = None
+    best_cuts: tuple[PatternCut, ...] = ()
+    master_value: float | None = None
+    converged = False
+    it = 0
+    while it < MAX_ITERATIONS:
+        it += 1
+        mm, _, names = build_master_matrix(data, patterns)
+        solved = _lp_duals(mm)
+        if solved is None:
+            break
+        master_value, duals = solved
+        prices = _prices(data, names, duals)
+        bound = master_value
+        added = 0
+        cuts: list[PatternCut] = []
+        for c, run in enumerate(shapes):
+            left = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+            if left is not None and left <= 0:
+                return _done(best, best_cuts, master_value, it, patterns, False, t0)
+            s = run[0]
+            pm, pcols, _ = pricing[c]
+            wx, wp = pricing_costs(data, s, prices)
+            cost = np.asarray([wx[idx] if n == "x" else wp[n, idx] for n, idx in pcols])
+            res = solve_matrix(
+                dataclasses.replace(pm, cost=cost), "highs", time_limit=left, rel_gap=1e-9
+            )
+            if res.dual_bound is None:
+                return _done(best, best_cuts, master_value, it, patterns, False, t0)
+            top = max(res.dual_bound, res.objective or -math.inf)
+            bound += len(run) * max(0.0, top - prices.count[c])
+            cuts += _server_cuts(data, run, pcols, cost, top)
+            if res.x is None or (res.objective or 0.0) - prices.count[c] <= PRICE_EPS:
+                continue
+            values = {key: float(v) for key, v in zip(pcols, res.x, strict=True)}
+            p = _pattern(data, c, s, values)
+            if p is not None and p not in known:
+                known.add(p)
+                patterns.append(p)
+                added += 1
+        if best is None or bound < best:
+            best, best_cuts = bound, tuple(cuts)
+        tol = EXACT_REL_GAP * max(1.0, abs(best))
+        if added == 0:
+            converged = True
+            break
+        if target is not None and best - target <= tol:
+            break
+    return _done(best, best_cuts, master_value, it, patterns, converged, t0)
+
+
+def _zero_prices(data: Mapping[str, Any]) -> Prices:
+    zero = dict.fromkeys(data["slots"], 0.0)
+    return Prices(dict.fromkeys(data["g"], 0.0), {}, zero, zero, zero)
+
+
+def _server_cuts(
+    data: Mapping[str, Any],
+    run: Sequence[int],
+    pcols: Sequence[ColKey],
+    cost: np.ndarray,
+    top: float,
+) -> list[PatternCut]:
+    """``pat_dual_cut[s]`` for every server of one class: priced columns <= pricing bound."""
+    out = []
+    rhs = top + 1e-6 * max(1.0, abs(top))
+    for s in run:
+        coef = []
+        for (name, idx), v in zip(pcols, cost.tolist(), strict=True):
+            if abs(v) <= 1e-12:
+                continue
+            key = (s, *idx) if name == "x" else (*idx, s)
+            coef.append(((name, key), v))
+        out.append(PatternCut(s, tuple(coef), rhs))
+    return out
+
+
+def _done(
+    best: float | None,
+    cuts: tuple[PatternCut, ...],
+    master: float | None,
+    it: int,
+    patterns: Sequence[Pattern],
+    converged: bool,
+    t0: float,
+) -> PatternBound:
+    out = PatternBound(best, master, it, tuple(patterns), converged, time.perf_counter() - t0, cuts)
+    log.debug(
+        "patterns: bound %s (master %s) after %d rounds, %d patterns, %.2fs",
+        best,
+        master,
+        it,
+        len(patterns),
+        out.runtime_s,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- counting + rows
+
+
+def strengthened_counting(data: Mapping[str, Any], cuts: Sequence[PatternCut]) -> CountingMatrix:
+    """The counting matrix with ``pat_full_gpus`` and ``pat_dual_cut`` rows appended (the
+    order of :func:`~synergy_opt.formulations.patterns.add_pattern_rows`)."""
+    cm = build_counting_matrix(data)
+    mm = cm.matrix
+    pos = {key: c for c, key in enumerate(cm.columns)}
+    d = gpu_slack(data)
+    extra = _Rows()
+    x_at: dict[int, list[int]] = {s: [] for s in data["G"]}
+    for c, (name, idx) in enumerate(cm.columns):
+        if name == "x":
+            x_at[idx[0]].append(c)
+        elif name == "a":
+            x_at[idx[2]].append(c)
+    for s in sorted(data["G"]):
+        if d >= data["G"][s] or not x_at[s]:
+            continue
+        terms = [
+            (c, float(data["g"][cm.columns[c][1][1]]) if cm.columns[c][0] == "x" else 1.0)
+            for c in x_at[s]
+        ]
+        extra.add(_name("pat_full_gpus", (s,)), terms, full_gpu_floor(data, s), math.inf)
+    for cut in sorted(cuts, key=lambda c: c.server):
+        terms = [(pos[key], v) for key, v in cut.coef]
+        extra.add(_name("pat_dual_cut", (cut.server,)), terms, -math.inf, cut.rhs)
+    base = mm.num_rows
+    cols: list[list[tuple[int, float]]] = [[] for _ in range(mm.num_cols)]
+    for r, c, v in extra.trip:
+        cols[c].append((base + r, v))
+    starts = [0]
+    index: list[int] = []
+    value: list[float] = []
+    for c in range(mm.num_cols):
+        seg = slice(int(mm.a_start[c]), int(mm.a_start[c + 1]))
+        index += mm.a_index[seg].tolist() + [r for r, _ in cols[c]]
+        value += mm.a_value[seg].tolist() + [v for _, v in cols[c]]
+        starts.append(len(index))
+    out = dataclasses.replace(
+        mm,
+        row_lower=np.concatenate([mm.row_lower, np.asarray(extra.lower, dtype=np.float64)]),
+        row_upper=np.concatenate([mm.row_upper, np.asarray(extra.upper, dtype=np.float64)]),
+        a_start=np.asarray(starts, dtype=np.int32),
+        a_index=np.asarray(index, dtype=np.int32),
+        a_value=np.asarray(value, dtype=np.float64),
+        name="counting_patterns",
+    )
+    return CountingMatrix(out, cm.columns, (*cm.row_names, *extra.names), cm.data)
+
+
+def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
+    """Whether the pattern stage serves this round: some job may spread at a penalty (where
+    the counting LP is loose), no per-type matrices and no split-dependent floors."""
+    if any(j.sensitivity_by_type is not None for j in jobs):
+        return False
+    return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs)
+
+
+def solve_with_patterns(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    *,
+    solver: str = "highs",
+    time_limit: float | None = None,
+    threads: int | None = None,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
+    bound_share: float = 0.5,
+) -> CountingResult | None:
+    """The counting MIP strengthened by the pattern bound's rows, from the best start.
+
+    Column generation gets ``bound_share`` of the time; a start that meets its bound is
+    returned at once (proven).  None when the round is not one the rows are stated for
+    (per-type matrices, split-dependent floors).
+    """
+    t0 = time.perf_counter()
+    data = _model_data(inst, jobs)
+    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
+        return None
+    cm = build_counting_matrix(data)
+    vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
+    vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
+    target = float(cm.matrix.cost @ vectors[0]) if vectors else None
+    share = None if time_limit is None else time_limit * bound_share
+    pb = pattern_bound(data, time_limit=share, seeds=vectors, target=target, cm=cm)
+    scm = strengthened_counting(data, pb.cuts)
+    start = vectors[0] if vectors else None
+    left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
+    if start is not None and pb.bound is not None and target is not None:
+        if pb.bound - target <= EXACT_REL_GAP * max(1.0, abs(target)):
+            res = SolveResult(
+                TerminationStatus.OPTIMAL, target, pb.bound, 0.0, 0.0, "highs", x=start
+            )
+            return dataclasses.replace(
+                _result(scm, res, time.perf_counter() - t0), runtime_s=time.perf_counter() - t0
+            )
+    res = solve_matrix(
+        scm.matrix, solver, time_limit=left, rel_gap=EXACT_REL_GAP, threads=threads, start=start
+    )
+    out = _result(scm, res, time.perf_counter() - t0)
+    if pb.bound is not None and out.dual_bound is not None and pb.bound < out.dual_bound:
+        out = dataclasses.replace(out, dual_bound=pb.bound)
+    log.debug(
+        "patterns: bound %s in %.2fs; counting with rows: %s %s",
+        pb.bound,
+        pb.runtime_s,
+        out.status,
+        out.objective,
+    )
+    return dataclasses.replace(out, runtime_s=time.perf_counter() - t0)
