@@ -348,11 +348,13 @@ class RoundInstance:
 
     @property
     def per_server_shares(self) -> bool:
-        """Whether shares depend on the server: the ``"server"`` rule on a cluster whose
-        GPU servers do not all have the cluster's cores and memory per GPU.
+        """Whether shares depend on the placement: the ``"server"`` rule on a cluster whose
+        GPU servers do not all have the cluster's cores and memory per GPU, or where that
+        is a fractional number of cores (each part's share is rounded down on its own).
 
-        Where every GPU server has the cluster-wide ratios the two rules agree, and the
-        cluster-wide formulas (the same numbers, the same bytes) are used.
+        Where every GPU server has the cluster-wide ratios with whole cores per GPU the two
+        rules agree, and the cluster-wide formulas (the same numbers, the same bytes) are
+        used.
         """
         return self._per_server
 
@@ -439,10 +441,18 @@ class RoundInstance:
 
 
 def _uniform_shares(cluster: Cluster) -> bool:
-    """Every GPU server has the cluster's cores and memory per GPU (exact for cores)."""
+    """Every GPU server has the cluster's cores and memory per GPU (exact for cores), and
+    that is a whole number of cores.
+
+    Only then does the sum of a spread job's per-server shares, floor(q C_s / G_s) over its
+    parts of q GPUs, equal the cluster-wide floor(g C / G): at 7 cores per 2 GPUs two 1-GPU
+    parts hold 3 + 3 cores where the cluster-wide formula gives 7.
+    """
     g, c, m = cluster.total_gpus, cluster.total_cpus, cluster.total_mem_gb
     return all(
-        s.cpus * g == c * s.gpus and math.isclose(s.mem_gb * g, m * s.gpus, rel_tol=1e-12)
+        s.cpus * g == c * s.gpus
+        and s.cpus % s.gpus == 0
+        and math.isclose(s.mem_gb * g, m * s.gpus, rel_tol=1e-12)
         for s in cluster.servers
         if s.gpus > 0
     )
