@@ -65,6 +65,8 @@ PRICE_EPS: float = 1e-6
 #: Column generation stops after this many rounds of pricing (a guard; the bound is valid
 #: whenever it stops).
 MAX_ITERATIONS: int = 400
+#: At most this many of a pricing solve's improving solutions enter the master per round.
+PATTERNS_PER_PRICING: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +264,8 @@ def build_master_matrix(
     return mm, cols, rows.names
 
 
-def _lp_duals(mm: MatrixModel) -> tuple[float, np.ndarray] | None:
-    """Optimal value and row duals of an LP (HiGHS simplex); None unless optimal."""
+def _highs(mm: MatrixModel) -> Any:
+    """A silent HiGHS holding ``mm`` (fixed random seed: same model, same run)."""
     import highspy
 
     from synergy_opt.solve import _new_highs
@@ -278,13 +280,48 @@ def _lp_duals(mm: MatrixModel) -> tuple[float, np.ndarray] | None:
     lp.a_matrix_.index_ = mm.a_index
     lp.a_matrix_.value_ = mm.a_value
     lp.sense_ = highspy.ObjSense.kMaximize
+    if mm.is_mip:
+        kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
+        lp.integrality_ = [kint if b else kcont for b in mm.integer]
     h.passModel(lp)
-    h.setOptionValue("solver", "simplex")
     h.setOptionValue("random_seed", 0)
+    return h
+
+
+def _lp_duals(mm: MatrixModel) -> tuple[float, np.ndarray] | None:
+    """Optimal value and row duals of an LP (HiGHS simplex); None unless optimal."""
+    import highspy
+
+    h = _highs(mm)
+    h.setOptionValue("solver", "simplex")
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
     return float(h.getInfo().objective_function_value), np.asarray(h.getSolution().row_dual)
+
+
+def _pricing_solve(
+    mm: MatrixModel, time_limit: float | None
+) -> tuple[float | None, list[np.ndarray]]:
+    """The pricing MIP's proven bound and its solutions, best first: the optimum and the
+    improving ones HiGHS met on the way (several patterns per round of pricing)."""
+
+    h = _highs(mm)
+    h.setOptionValue("mip_rel_gap", 1e-9)
+    h.setOptionValue("mip_abs_gap", 1e-9)
+    h.setOptionValue("mip_improving_solution_save", True)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
+    h.run()
+    info = h.getInfo()
+    bound = float(info.mip_dual_bound)
+    if not math.isfinite(bound):
+        return None, []
+    sols = [np.asarray(v.col_value, dtype=np.float64) for v in h.getSavedMipSolutions()]
+    if info.primal_solution_status == 2:
+        sols.append(np.asarray(h.getSolution().col_value, dtype=np.float64))
+        bound = max(bound, float(info.objective_function_value))
+    return bound, sols[::-1]
 
 
 def _prices(data: Mapping[str, Any], names: Sequence[str], duals: np.ndarray) -> Prices:
@@ -387,22 +424,20 @@ def pattern_bound(
             pm, pcols, _ = pricing[c]
             wx, wp = pricing_costs(data, s, prices)
             cost = np.asarray([wx[idx] if n == "x" else wp[n, idx] for n, idx in pcols])
-            res = solve_matrix(
-                dataclasses.replace(pm, cost=cost), "highs", time_limit=left, rel_gap=1e-9
-            )
-            if res.dual_bound is None:
+            top, sols = _pricing_solve(dataclasses.replace(pm, cost=cost), left)
+            if top is None:
                 return _done(best, best_cuts, master_value, it, patterns, False, t0)
-            top = max(res.dual_bound, res.objective or -math.inf)
             bound += len(run) * max(0.0, top - prices.count[c])
             cuts += _server_cuts(data, run, pcols, cost, top)
-            if res.x is None or (res.objective or 0.0) - prices.count[c] <= PRICE_EPS:
-                continue
-            values = {key: float(v) for key, v in zip(pcols, res.x, strict=True)}
-            p = _pattern(data, c, s, values)
-            if p is not None and p not in known:
-                known.add(p)
-                patterns.append(p)
-                added += 1
+            for x in sols[:PATTERNS_PER_PRICING]:
+                if float(cost @ x) - prices.count[c] <= PRICE_EPS:
+                    continue
+                values = {key: float(v) for key, v in zip(pcols, x, strict=True)}
+                p = _pattern(data, c, s, values)
+                if p is not None and p not in known:
+                    known.add(p)
+                    patterns.append(p)
+                    added += 1
         if best is None or bound < best:
             best, best_cuts = bound, tuple(cuts)
         tol = EXACT_REL_GAP * max(1.0, abs(best))
