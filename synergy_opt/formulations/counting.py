@@ -433,6 +433,10 @@ def build_from_data(  # noqa: C901 - one rule per row family
     def eq4_class_cover(m: pyo.ConcreteModel, k: int) -> Any:
         """(4) per class: sum_{s,p} x[s,k,p] + sum_{i,p} y[k,i,p] = n_k (every job runs once)."""
         spread = [(k, i) for kk, i in data["slots"] if kk == k]
+        if not x_of[k] and not spread:
+            # No server point and no spread slot can hold class k (n_k >= 1): the row is
+            # 0 = n_k, which Pyomo refuses as a constant; the fast path keeps it without terms.
+            return pyo.Constraint.Infeasible
         expr = pyo.quicksum(m.x[idx] for idx in x_of[k]) + pyo.quicksum(
             used(m, *ki) for ki in spread
         )
