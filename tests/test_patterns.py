@@ -153,7 +153,12 @@ def test_solve_with_patterns_proves_and_declines() -> None:
     assert ref.proven and res.objective == pytest.approx(ref.objective, rel=1e-4)
     assert patterns_fast.patterns_apply(inst, runnable)
     mixed = family_round("mixed-shapes", 32, 0)  # split-dependent floors: not stated here
-    assert patterns_fast.solve_with_patterns(mixed, select_runnable(mixed)) is None
+    penalised = dataclasses.replace(
+        mixed, jobs=tuple(dataclasses.replace(j, split_penalty=0.9) for j in mixed.jobs)
+    )
+    run = select_runnable(penalised)
+    assert patterns_fast.solve_with_patterns(penalised, run) is None
+    assert not patterns_fast.patterns_apply(penalised, run)  # opt-exact: counting only
     multi = family_round("multi-gpu", 32, 0)  # no split penalty: opt-exact skips the stage
     assert not patterns_fast.patterns_apply(multi, select_runnable(multi))
 

@@ -550,10 +550,13 @@ def strengthened_counting(data: Mapping[str, Any], cuts: Sequence[PatternCut]) -
 
 def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
     """Whether the pattern stage serves this round: some job may spread at a penalty (where
-    the counting LP is loose), no per-type matrices and no split-dependent floors."""
+    the counting LP is loose), no per-type matrices and no split-dependent floors (the
+    rounds :func:`solve_with_patterns` declines)."""
     if any(j.sensitivity_by_type is not None for j in jobs):
         return False
-    return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs)
+    if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
+        return False
+    return bool(_model_data(inst, jobs)["exact"])
 
 
 def solve_with_patterns(
