@@ -25,7 +25,7 @@ from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.semantics import get_semantics
 from synergy_opt.sim.workload import WorkloadSpec, generate_workload
 from synergy_opt.tracefile import TraceJob
-from synergy_opt.types import Cluster
+from synergy_opt.types import DEFAULT_FAIR_SHARE_RULE, Cluster
 
 #: Option name -> its parsed value (``None`` for an option the front end does not have).
 Option = Callable[[str], Any]
@@ -58,7 +58,8 @@ def build_config(opt: Option, cluster: Cluster) -> SimConfig:
         max_jobs=opt("max_jobs"),
         time_scale=opt("time_scale"),
         semantics=get_semantics(opt("semantics")),
-        fair_share_rule=opt("fair_share"),
+        # Left out on the command line means the default rule, as a sweep cell spells it.
+        fair_share_rule=opt("fair_share") or DEFAULT_FAIR_SHARE_RULE,
     )
 
 
