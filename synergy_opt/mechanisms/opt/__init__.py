@@ -7,7 +7,9 @@
    ``upper_bound`` (claimed only when the whole runnable set is scheduled);
 2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn
    it into whole GPUs per server: consolidating routes first, then the paper's
-   placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own;
+   placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
+   last the exact counting model restricted to the super-machine's points
+   (:mod:`.counting_route`, node-limited, on rounds small enough for it);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else re-optimised per server with spread jobs drawing from their span
