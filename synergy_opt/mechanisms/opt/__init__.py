@@ -21,7 +21,14 @@ Throughput comes first, then fewer fragmented jobs; no plan spreads more than
 ``min(3s, --max-fragmented)`` jobs.  The best candidate is checked by the independent
 checker and compared with TUNE; the better one is returned and every fallback is said in
 ``notes`` and logged, so OPT is never below TUNE.  An ``Opt`` instance remembers its last
-rounds (a simulation keeps one) and replays the answer of an identical round.
+rounds (a simulation keeps one) and replays the answer of an identical round.  It also
+warm-starts from its previous round: jobs still runnable keep their GPUs, new ones are
+placed around them, and if the super-machine points deploy on that plan within the target
+gap of the bound (the bound is solved every round) the routes and the search are skipped;
+otherwise the round is solved cold, exactly as without the warm start.  Answers inside a
+simulation therefore depend on the sequence of rounds (deterministically); a single
+``solve`` has no previous round.  Its MIPs run on one HiGHS thread unless ``threads`` is
+set, without HiGHS's feasibility-jump heuristic (a fixed ~3 ms per small MIP).
 
 On typed rounds (jobs with per-GPU-type matrices, :mod:`.typed`) the bound is the typed
 super-machine's (one GPU type per job, ``formulations/super_machine.md``), and the routes
