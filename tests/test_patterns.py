@@ -175,7 +175,7 @@ def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> No
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(opt_exact_mod, "FIRST_STAGE_S", 1e-3)
+    monkeypatch.setattr(opt_exact_mod, "FIRST_STAGE_SHARE", 1e-5)
     monkeypatch.setattr(opt_exact_mod, "solve_with_patterns", spy)
     inst = family_round("split-penalty", 32, 0)  # the first stage does not prove it at once
     alloc = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)

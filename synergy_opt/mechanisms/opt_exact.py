@@ -8,7 +8,7 @@ allocations are its MIP starts.
 
 Where a job may spread at a split penalty the counting LP is loose (a whole job sits
 fractionally on several servers without paying the penalty): if the counting model has not
-proven its answer within :data:`FIRST_STAGE_S`, server patterns take over
+proven its answer within :data:`FIRST_STAGE_SHARE` of the time, server patterns take over
 (:mod:`~synergy_opt.formulations.patterns_fast`): column generation gives a tighter bound,
 and the counting MIP runs again with that bound's rows from the best answer so far.
 
@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 #: ``opt-exact`` without ``--time-limit`` stops after this many seconds (it is exponential
 #: in the worst case; 128-GPU rounds of every family are meant to close within 10 s).
 EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
-#: On rounds with penalised spreads, the plain counting model's share before patterns take
-#: over (rounds it proves by then are solved exactly as before).
-FIRST_STAGE_S: float = 2.0
+#: On rounds with penalised spreads, the plain counting model's share of the time left
+#: before patterns take over: rounds it proves by then are solved exactly as before (its
+#: branching sometimes closes a 128-GPU round late; the rows do not always speed that up).
+FIRST_STAGE_SHARE: float = 0.5
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
@@ -74,7 +75,7 @@ class OptExact:
             inst,
             runnable,
             solver=solver,
-            time_limit=min(left, FIRST_STAGE_S) if staged else left,
+            time_limit=left * FIRST_STAGE_SHARE if staged else left,
             threads=self.options.threads,
             warm_start=starts,
         )
