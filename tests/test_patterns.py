@@ -169,14 +169,14 @@ def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> No
     from synergy_opt.check import check_allocation
 
     calls: list[int] = []
-    real = opt_exact_mod.solve_with_patterns
+    real = opt_exact_mod.round_bound
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(opt_exact_mod, "FIRST_STAGE_SHARE", 1e-5)
-    monkeypatch.setattr(opt_exact_mod, "solve_with_patterns", spy)
+    monkeypatch.setattr(opt_exact_mod, "FIRST_STAGE_S", 1e-3)
+    monkeypatch.setattr(opt_exact_mod, "round_bound", spy)
     inst = family_round("split-penalty", 32, 0)  # the first stage does not prove it at once
     alloc = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)
     ref = counting_fast.solve_counting(inst, select_runnable(inst), time_limit=60)

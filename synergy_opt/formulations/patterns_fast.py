@@ -559,6 +559,29 @@ def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
     return bool(_model_data(inst, jobs)["exact"])
 
 
+def round_bound(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    *,
+    time_limit: float | None = None,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
+) -> tuple[PatternBound, CountingMatrix, list[np.ndarray]] | None:
+    """The pattern bound of a round's jobs, seeded with known allocations (best first).
+
+    Returns the bound, the counting matrix and the warm starts as its vectors (best first);
+    None where the rows are not stated (per-type matrices, split-dependent floors).
+    """
+    data = _model_data(inst, jobs)
+    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
+        return None
+    cm = build_counting_matrix(data)
+    vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
+    vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
+    target = float(cm.matrix.cost @ vectors[0]) if vectors else None
+    pb = pattern_bound(data, time_limit=time_limit, seeds=vectors, target=target, cm=cm)
+    return pb, cm, vectors
+
+
 def solve_with_patterns(
     inst: RoundInstance,
     jobs: Sequence[Job],
@@ -576,16 +599,13 @@ def solve_with_patterns(
     (per-type matrices, split-dependent floors).
     """
     t0 = time.perf_counter()
-    data = _model_data(inst, jobs)
-    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
-        return None
-    cm = build_counting_matrix(data)
-    vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
-    vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
-    target = float(cm.matrix.cost @ vectors[0]) if vectors else None
     share = None if time_limit is None else time_limit * bound_share
-    pb = pattern_bound(data, time_limit=share, seeds=vectors, target=target, cm=cm)
-    scm = strengthened_counting(data, pb.cuts)
+    found = round_bound(inst, jobs, time_limit=share, warm_start=warm_start)
+    if found is None:
+        return None
+    pb, cm, vectors = found
+    target = float(cm.matrix.cost @ vectors[0]) if vectors else None
+    scm = strengthened_counting(cm.data, pb.cuts)
     start = vectors[0] if vectors else None
     left = None if time_limit is None else max(time_limit - (time.perf_counter() - t0), 1e-3)
     if start is not None and pb.bound is not None and target is not None:

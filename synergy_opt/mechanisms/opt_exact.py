@@ -8,9 +8,10 @@ allocations are its MIP starts.
 
 Where a job may spread at a split penalty the counting LP is loose (a whole job sits
 fractionally on several servers without paying the penalty): if the counting model has not
-proven its answer within :data:`FIRST_STAGE_SHARE` of the time, server patterns take over
-(:mod:`~synergy_opt.formulations.patterns_fast`): column generation gives a tighter bound,
-and the counting MIP runs again with that bound's rows from the best answer so far.
+proven its answer within :data:`FIRST_STAGE_S`, column generation over server patterns
+(:mod:`~synergy_opt.formulations.patterns_fast`) gives a tighter bound (at most
+:data:`BOUND_SHARE` of the time left; it proves the answer when it meets it), and the
+counting model then runs again for the rest of the time from the best answer so far.
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -22,24 +23,35 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping, Sequence
 
 from synergy_opt.check import check_allocation
 from synergy_opt.formulations.counting_fast import CountingResult, solve_counting
-from synergy_opt.formulations.patterns_fast import patterns_apply, solve_with_patterns
+from synergy_opt.formulations.patterns_fast import patterns_apply, round_bound
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import _better_of, _tune_fallback
 from synergy_opt.mechanisms.packing import select_runnable
-from synergy_opt.types import THROUGHPUT_EPS, Allocation, RoundInstance, build_allocation
+from synergy_opt.types import (
+    THROUGHPUT_EPS,
+    Allocation,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    build_allocation,
+)
 
 log = logging.getLogger(__name__)
 
 #: ``opt-exact`` without ``--time-limit`` stops after this many seconds (it is exponential
 #: in the worst case; 128-GPU rounds of every family are meant to close within 10 s).
 EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
-#: On rounds with penalised spreads, the plain counting model's share of the time left
-#: before patterns take over: rounds it proves by then are solved exactly as before (its
-#: branching sometimes closes a 128-GPU round late; the rows do not always speed that up).
-FIRST_STAGE_SHARE: float = 0.5
+#: On rounds with penalised spreads, the counting model's first try: rounds it proves by
+#: then are solved exactly as before.
+FIRST_STAGE_S: float = 2.0
+#: Column generation's share of the time left after the first try.  The counting model
+#: keeps the rest: its branching sometimes closes a 128-GPU round late, and the pattern
+#: rows (``solve_with_patterns``) did not make that reliably faster.
+BOUND_SHARE: float = 0.25
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
@@ -75,21 +87,13 @@ class OptExact:
             inst,
             runnable,
             solver=solver,
-            time_limit=left * FIRST_STAGE_SHARE if staged else left,
+            time_limit=min(left, FIRST_STAGE_S) if staged else left,
             threads=self.options.threads,
             warm_start=starts,
         )
         left = limit - (time.perf_counter() - t0)
         if staged and not res.proven and left > 0.1:
-            more = solve_with_patterns(
-                inst,
-                runnable,
-                solver=solver,
-                time_limit=left,
-                threads=self.options.threads,
-                warm_start=[p for p in (res.placements, *starts) if p],
-            )
-            res = _merge(res, more)
+            res = self._pattern_stage(inst, runnable, res, starts, left)
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
         # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
         # one below the counting model's incumbent is no bound (the per-server floors of a
@@ -128,6 +132,37 @@ class OptExact:
                 heuristic, mechanism=self.name, upper_bound=upper, notes=(*notes, note)
             )
         return _better_of(inst, mine, tune, self.name, t0)
+
+    def _pattern_stage(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        first: CountingResult,
+        starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+        left: float,
+    ) -> CountingResult:
+        """The pattern bound, then the counting model again from the best answer so far."""
+        t0 = time.perf_counter()
+        warm = [p for p in (first.placements, *starts) if p]
+        found = round_bound(inst, runnable, time_limit=left * BOUND_SHARE, warm_start=warm)
+        if found is not None and found[0].bound is not None:
+            bound = found[0].bound
+            if first.dual_bound is None or bound < first.dual_bound:
+                first = dataclasses.replace(first, dual_bound=bound)
+            if first.proven:
+                return first
+        left -= time.perf_counter() - t0
+        if left <= 0.1:
+            return first
+        more = solve_counting(
+            inst,
+            runnable,
+            solver=self.options.solver,
+            time_limit=left,
+            threads=self.options.threads,
+            warm_start=warm,
+        )
+        return _merge(first, more)
 
 
 def _merge(first: CountingResult, second: CountingResult | None) -> CountingResult:
