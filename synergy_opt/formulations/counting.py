@@ -14,7 +14,9 @@ model states the same optimum over what rounds really have, many copies of few t
   variables: a point y, whole GPUs a, a use flag u, whole cores cp and GB mp per server;
   its throughput is W times ``split_penalty``, and its points keep the checker's floor
   (:func:`synergy_opt.check.fair_share_floor`) after the penalty.  A slot that is used
-  spans >= 2 servers (a single-server job is a count in x).
+  spans >= 2 servers (a single-server job is a count in x).  With per-GPU-type matrices a
+  slot's points come from several spread variants, each allowed only its variant's servers
+  (``cnt_part_in_variant``, ``cnt_variant_*``).
 * **Per-server rows** (2), (3) and GPUs; the class cover (4) ``sum x + sum y = n_k``.
 * **Symmetry.**  Slots of a class are used in order, and among identical servers
   (same GPUs, cores, memory, GPU type) the consolidated throughput never increases along
@@ -149,6 +151,37 @@ def _spread_variants(
     return out
 
 
+def _slot_menu(
+    job: Job, allowed: Sequence[int], servers: Sequence[Server], required: float
+) -> tuple[tuple[Point, ...], tuple[tuple[int, ...], ...]]:
+    """The points a spread slot of ``job`` may choose, each with the servers it may use.
+
+    One slot serves every spread variant (:func:`_spread_variants`): its points are the
+    variants' useful points (value times the penalty, keeping ``required``) in variant
+    order, each with its variant's servers, so choosing a point chooses the variant.  A
+    point is left out when another point of a variant with a superset of its servers has
+    at most its cores and memory and at least its value (the same swap argument as for
+    dominated points).  One variant (every untyped class) gives exactly its useful points.
+    """
+    pen = job.split_penalty
+    menu: list[tuple[Point, tuple[int, ...]]] = []
+    for w, ss in _spread_variants(job, allowed, servers):
+        menu += [((c, m, v * pen), ss) for c, m, v in useful_points(w, required / pen)]
+
+    def dominates(r: int, q: int) -> bool:
+        (qt, ts), (pt, ss) = menu[r], menu[q]
+        covers = set(ss) <= set(ts) and qt[0] <= pt[0] and qt[1] <= pt[1] and qt[2] >= pt[2]
+        # Exactly equal entries: the first one stays.
+        return covers and (r < q or set(ss) != set(ts) or qt != pt)
+
+    keep = [
+        menu[q]
+        for q in range(len(menu))
+        if not any(dominates(r, q) for r in range(len(menu)) if r != q)
+    ]
+    return tuple(pt for pt, _ in keep), tuple(ss for _, ss in keep)
+
+
 def _class_key(job: Job) -> tuple[object, ...]:
     return (*class_key(job), job.sensitivity_by_type)
 
@@ -165,13 +198,16 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     Keys: ``classes`` (member job ids per class, priority order), ``g``, ``n``; the whole-job
     columns ``x_index`` ((s, k, p)) with ``x_point[s, k, p] = (cores, GB, W)`` and
     ``x_upper``; the spread slots ``slots`` ((k, i)) with ``slot_points[k, i]`` (W already
-    times the penalty) and ``slot_servers[k, i]``; ``server_names``, ``G``, ``C``, ``M``;
+    times the penalty), ``point_servers[k, i]`` (per point) and ``slot_servers[k, i]``
+    (their union); ``server_names``, ``G``, ``C``, ``M``;
     ``server_classes`` (runs of identical servers) and ``symmetry`` (add ``sym_server_order``).
 
     A job with per-GPU-type matrices gets, on each server, the points of that server's
-    type; its spread slots come in variants, one per set of types whose slowest-type value
-    differs (:func:`_spread_variants`), each on its types' servers at that value: exact
-    for any number of GPU types.
+    type; it spreads in variants, one per set of types whose slowest-type value differs
+    (:func:`_spread_variants`), each on its types' servers at that value: exact for any
+    number of GPU types.  Each of its slots offers every variant's points
+    (:func:`_slot_menu`), ``point_servers[k, i]`` giving each point's servers, so picking a
+    point picks the variant (one set of per-server parts per job, not one per variant).
 
     Under per-server fair shares a spread job's floor depends on its GPU split
     (:func:`_spread_floor`): ``spread_floor="high"`` keeps every slot point above the
@@ -197,6 +233,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     slots: list[tuple[int, int]] = []
     slot_points: dict[tuple[int, int], tuple[Point, ...]] = {}
     slot_servers: dict[tuple[int, int], tuple[int, ...]] = {}
+    point_servers: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
     floor_gap = False
     for k, js in enumerate(members):
         job = js[0]
@@ -223,18 +260,16 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         low, high = _spread_floor(inst, job)
         required = high if spread_floor == "high" else low
         floor_gap = floor_gap or high > low + 1e-12
-        variants = _spread_variants(job, allowed, servers)
-        pen = job.split_penalty
-        for w, ss in variants:
-            pts = tuple((c, m, v * pen) for c, m, v in useful_points(w, required / pen))
-            if not pts:
-                continue
-            # A variant holds at most as many spread jobs as its servers have GPUs for.
-            for _ in range(min(n[k], sum(G[s] for s in ss) // job.gpus)):
-                ki = (k, sum(1 for kk, _ in slots if kk == k))
-                slots.append(ki)
-                slot_points[ki] = pts
-                slot_servers[ki] = ss
+        pts, pss = _slot_menu(job, allowed, servers, required)
+        if not pts:
+            continue
+        union = tuple(s for s in allowed if any(s in ss for ss in pss))
+        # Slots hold at most as many spread jobs as their servers have GPUs for.
+        for i in range(min(n[k], sum(G[s] for s in union) // job.gpus)):
+            slots.append((k, i))
+            slot_points[k, i] = pts
+            slot_servers[k, i] = union
+            point_servers[k, i] = pss
     # Runs of identical servers (any order in the cluster): symmetry is broken inside each.
     shapes: dict[tuple[object, ...], list[int]] = {}
     for s, srv in enumerate(servers):
@@ -250,6 +285,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "slots": tuple(slots),
         "slot_points": slot_points,
         "slot_servers": slot_servers,
+        "point_servers": point_servers,
         "server_names": tuple(s.name for s in servers),
         "G": G,
         "C": C,
@@ -305,9 +341,9 @@ def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int,
     """Upper bounds of (a, cp, mp) for a part of slot (k, i) on server s.
 
     A used slot spans >= 2 servers, so one part holds at most g - 1 GPUs; cores and memory
-    never exceed the server's nor the class's largest point.
+    never exceed the server's nor the largest of the slot's points that may use s.
     """
-    pts = data["slot_points"][k, i]
+    pts = [pt for pt, ss in _menu(data, k, i) if s in ss]
     cmax = max(c for c, _, _ in pts)
     mmax = max(m for _, m, _ in pts)
     return (
@@ -317,13 +353,52 @@ def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int,
     )
 
 
+def _menu(data: Any, k: int, i: int) -> list[tuple[Point, tuple[int, ...]]]:
+    """(point, servers it may use) of slot (k, i); every slot server where no
+    ``point_servers`` are given (data built by hand)."""
+    pts = data["slot_points"][k, i]
+    pss = data.get("point_servers", {}).get((k, i))
+    return list(zip(pts, pss or [data["slot_servers"][k, i]] * len(pts), strict=True))
+
+
+def variant_parts(data: dict[str, Any]) -> list[tuple[int, tuple[int, ...]]]:
+    """Parts (k, i, s) whose server not every point of the slot may use, each with the
+    points p that may: the rows ``cnt_part_in_variant`` (none on untyped rounds)."""
+    out = []
+    for k, i, s in part_index(data):
+        ok = tuple(p for p, (_, ss) in enumerate(_menu(data, k, i)) if s in ss)
+        if len(ok) < len(data["slot_points"][k, i]):
+            out.append(((k, i, s), ok))
+    return out
+
+
+def variant_rows(
+    data: dict[str, Any],
+) -> list[tuple[Index, tuple[int, ...], tuple[int, ...]]]:
+    """((k, i, j), servers outside S_j, points q whose servers are not within S_j) for each
+    slot and each distinct server set S_j of its points short of all its servers: the rows
+    ``cnt_variant_gpus/cpus/mem`` (none on untyped rounds)."""
+    out = []
+    for k, i in data["slots"]:
+        menu = _menu(data, k, i)
+        sets = list(dict.fromkeys(ss for _, ss in menu))
+        for j, sj in enumerate(sets):
+            outside = tuple(s for s in data["slot_servers"][k, i] if s not in sj)
+            if outside:
+                beyond = tuple(q for q, (_, ss) in enumerate(menu) if not set(ss) <= set(sj))
+                out.append(((k, i, j), outside, beyond))
+    return out
+
+
 def slot_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
-    """Slots (k, i) whose predecessor (k, i - 1) is the same variant (points and servers)."""
+    """Slots (k, i) whose predecessor (k, i - 1) is the same (points and their servers)."""
     pts, srv = data["slot_points"], data["slot_servers"]
     return [
         (k, i)
         for k, i in data["slots"]
-        if (k, i - 1) in pts and pts[k, i] == pts[k, i - 1] and srv[k, i] == srv[k, i - 1]
+        if (k, i - 1) in pts
+        and _menu(data, k, i) == _menu(data, k, i - 1)
+        and srv[k, i] == srv[k, i - 1]
     ]
 
 
@@ -339,13 +414,17 @@ def restrict_points(
     out["x_index"] = tuple(
         idx for idx in data["x_index"] if data["x_point"][idx][:2] in keep.get(idx[1], ())
     )
-    slot_points = {
-        ki: tuple(p for p in pts if p[:2] in keep.get(ki[0], ()))
-        for ki, pts in data["slot_points"].items()
+    menus = {
+        ki: [(p, ss) for p, ss in _menu(data, *ki) if p[:2] in keep.get(ki[0], ())]
+        for ki in data["slot_points"]
     }
-    out["slots"] = tuple(ki for ki in data["slots"] if slot_points[ki])
-    out["slot_points"] = {ki: slot_points[ki] for ki in out["slots"]}
-    out["slot_servers"] = {ki: data["slot_servers"][ki] for ki in out["slots"]}
+    out["slots"] = tuple(ki for ki in data["slots"] if menus[ki])
+    out["slot_points"] = {ki: tuple(p for p, _ in menus[ki]) for ki in out["slots"]}
+    out["point_servers"] = {ki: tuple(ss for _, ss in menus[ki]) for ki in out["slots"]}
+    out["slot_servers"] = {
+        ki: tuple(s for s in data["slot_servers"][ki] if any(s in ss for _, ss in menus[ki]))
+        for ki in out["slots"]
+    }
     return out
 
 
@@ -512,6 +591,41 @@ def build_from_data(  # noqa: C901 - one rule per row family
     def cnt_mem_only_on_used(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
         """mp <= min(m_max, M_s) u: memory only where the slot has GPUs."""
         return m.mp[k, i, s] <= part_bounds(data, k, i, s)[2] * m.u[k, i, s]
+
+    in_variant = dict(variant_parts(data))
+
+    @m.Constraint(list(in_variant))
+    def cnt_part_in_variant(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """u <= sum of y over the points whose variant has s: a part only on the servers
+        of the variant the slot's point belongs to (GPU types)."""
+        return m.u[k, i, s] <= pyo.quicksum(m.y[k, i, p] for p in in_variant[k, i, s])
+
+    beyond = {idx: (outside, qs) for idx, outside, qs in variant_rows(data)}
+
+    def outside_rule(var: str, coef: Any) -> Any:
+        def rule(m: pyo.ConcreteModel, k: int, i: int, j: int) -> Any:
+            outside, qs = beyond[k, i, j]
+            return pyo.quicksum(getattr(m, var)[k, i, s] for s in outside) <= pyo.quicksum(
+                coef(k, i, q) * m.y[k, i, q] for q in qs
+            )
+
+        return rule
+
+    m.cnt_variant_gpus = pyo.Constraint(
+        list(beyond),
+        rule=outside_rule("a", lambda k, i, q: g[k]),
+        doc="GPUs outside a variant's servers only for points beyond that variant.",
+    )
+    m.cnt_variant_cpus = pyo.Constraint(
+        list(beyond),
+        rule=outside_rule("cp", lambda k, i, q: spts[k, i][q][0]),
+        doc="Cores outside a variant's servers only for points beyond that variant.",
+    )
+    m.cnt_variant_mem = pyo.Constraint(
+        list(beyond),
+        rule=outside_rule("mp", lambda k, i, q: spts[k, i][q][1]),
+        doc="GB outside a variant's servers only for points beyond that variant.",
+    )
 
     @m.Constraint(slot_pairs(data))
     def sym_slot_order(m: pyo.ConcreteModel, k: int, i: int) -> Any:

@@ -39,6 +39,8 @@ from synergy_opt.formulations.counting import (
     restrict_points,
     slot_pairs,
     sym_pairs,
+    variant_parts,
+    variant_rows,
 )
 from synergy_opt.formulations.fast import KnapsackModel, build_knapsack, make_classes
 from synergy_opt.formulations.typed_fast import (
@@ -190,6 +192,19 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         for idx in parts:
             ub = float(bounds[idx][pos])
             rows.add(_name(base, idx), [(var[idx], 1.0), (ucol[idx], -ub)], -inf, 0.0)
+    for idx, ok in variant_parts(dict(data)):
+        terms = [(ucol[idx], 1.0)] + [(ycol[(*idx[:2], p)], -1.0) for p in ok]
+        rows.add(_name("cnt_part_in_variant", idx), terms, -inf, 0.0)
+    beyond = variant_rows(dict(data))
+    for base, var, coef in (
+        ("cnt_variant_gpus", acol, lambda k, i, q: float(g[k])),
+        ("cnt_variant_cpus", ccol, lambda k, i, q: float(spts[k, i][q][0])),
+        ("cnt_variant_mem", mcol, lambda k, i, q: float(spts[k, i][q][1])),
+    ):
+        for (k, i, j), outside, qs in beyond:
+            terms = [(var[k, i, s], 1.0) for s in outside]
+            terms += [(ycol[k, i, q], -coef(k, i, q)) for q in qs]
+            rows.add(_name(base, (k, i, j)), terms, -inf, 0.0)
     for k, i in slot_pairs(dict(data)):
         terms = used(k, i - 1) + used(k, i, lambda p: -1.0)
         rows.add(_name("sym_slot_order", (k, i)), terms, 0.0, inf)
@@ -332,14 +347,16 @@ def _start_vector(
             p = max(fits, key=lambda q: (data["x_point"][s, k, q][2], -q))
             x[pos["x", (s, k, p)]] += 1
             continue
-        # The free slot (of any variant whose servers hold the parts) crediting the most:
-        # the variant of exactly its GPU types, where the job has per-type matrices.
+        # The free slot and point (of a variant whose servers hold the parts) crediting the
+        # most: the variant of exactly its GPU types, where the job has per-type matrices.
         best: tuple[float, int, tuple[int, int]] | None = None
         for ki in data["slots"]:
             if ki[0] != k or not free[ki] or not set(servers) <= set(data["slot_servers"][ki]):
                 continue
-            pts = data["slot_points"][ki]
-            for v, (c, m, w) in enumerate(pts):
+            pss = data.get("point_servers", {}).get(ki)
+            for v, (c, m, w) in enumerate(data["slot_points"][ki]):
+                if pss is not None and not set(servers) <= set(pss[v]):
+                    continue  # the point's variant does not have these servers' types
                 if c <= cores and m <= mem + 1e-6 and (best is None or w > best[0]):
                     best = (w, v, ki)
         if best is None:
