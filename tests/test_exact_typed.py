@@ -328,7 +328,7 @@ def test_opt_exact_proves_three_type_rounds(gpus: int, seed: int) -> None:
 
 
 def test_spread_slots_are_capped_by_their_servers_gpus() -> None:
-    """A variant never has more slots than its servers' GPUs hold jobs of the class."""
+    """A class never has more slots than its slots' servers (every variant's) have GPUs for."""
     inst = dataclasses.replace(three_type_round(32, 0))
     data = counting._model_data(inst, select_runnable(inst))
     per: dict[tuple[int, tuple[int, ...]], int] = {}
