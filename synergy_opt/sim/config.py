@@ -40,9 +40,10 @@ class SimConfig:
         Seconds of a round lost by a job that starts, restarts or moves to a different
         placement in that round (0 = the artifact's free switching).
     reuse_allocations
-        A mechanism is a deterministic function of its round instance, so a round whose
-        ordered job list equals the previous round's gets the previous allocation back
-        without calling the mechanism.
+        A mechanism is a deterministic function of its round instance (``opt`` also of the
+        rounds before, through its warm start, which on a repeated round keeps that round's
+        own plan), so a round whose ordered job list equals the previous round's gets the
+        previous allocation back without calling the mechanism.
     truncate_queue
         Hand the mechanism only the shortest prefix of the ordered queue whose GPU demands
         fill the cluster; if its allocation leaves any GPU idle, the round is re-run on the
