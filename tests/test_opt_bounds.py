@@ -12,7 +12,8 @@ import dataclasses
 
 import pytest
 
-from synergy_opt.mechanisms import make_mechanism
+from synergy_opt.check import check_allocation
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import Cluster, RoundInstance
 from tests.test_exact_typed import brute_force, tiny_round
@@ -48,3 +49,18 @@ def test_bound_never_below_the_brute_force_optimum() -> None:
             assert got.upper_bound >= best.total_throughput - ABS_TOL, seed
             checked += 1
     assert checked >= 25, checked  # most rounds have a fair allocation of the whole runnable set
+
+
+def test_opt_exact_keeps_opts_better_answer_over_another_set() -> None:
+    """Tiny 3-type round 194: ``opt`` schedules another set than the runnable one (1.865);
+    ``opt-exact`` attached the runnable set's bound (1.712) to it, failed its own check
+    and fell back to TUNE's 0.2."""
+    inst = tiny_round(194)
+    ids = {j.id for j in select_runnable(inst)}
+    mine = make_mechanism("opt").allocate(inst)
+    assert {ja.id for ja in mine.jobs} != ids  # the case under test
+    exact = make_mechanism("opt-exact", MechanismOptions(time_limit_s=20)).allocate(inst)
+    assert exact.total_throughput >= mine.total_throughput - ABS_TOL
+    assert exact.total_throughput == pytest.approx(1.865)
+    assert exact.upper_bound is None
+    assert check_allocation(inst, exact, fair_share=True) == []
