@@ -93,7 +93,7 @@ class OptExact:
         )
         left = limit - (time.perf_counter() - t0)
         if staged and not res.proven and left > 0.1:
-            res = self._pattern_stage(inst, runnable, res, starts, left)
+            res = _pattern_stage(inst, runnable, res, starts, left, self.options)
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
         # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
         # one below the counting model's incumbent is no bound (the per-server floors of a
@@ -146,36 +146,37 @@ def _relabelled(
         heuristic, mechanism=OptExact.name, upper_bound=upper, notes=tuple(notes)
     )
 
-    def _pattern_stage(
-        self,
-        inst: RoundInstance,
-        runnable: Sequence[Job],
-        first: CountingResult,
-        starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
-        left: float,
-    ) -> CountingResult:
-        """The pattern bound, then the counting model again from the best answer so far."""
-        t0 = time.perf_counter()
-        warm = [p for p in (first.placements, *starts) if p]
-        found = round_bound(inst, runnable, time_limit=left * BOUND_SHARE, warm_start=warm)
-        if found is not None and found[0].bound is not None:
-            bound = found[0].bound
-            if first.dual_bound is None or bound < first.dual_bound:
-                first = dataclasses.replace(first, dual_bound=bound)
-            if first.proven:
-                return first
-        left -= time.perf_counter() - t0
-        if left <= 0.1:
+
+def _pattern_stage(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    first: CountingResult,
+    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    left: float,
+    options: MechanismOptions,
+) -> CountingResult:
+    """The pattern bound, then the counting model again from the best answer so far."""
+    t0 = time.perf_counter()
+    warm = [p for p in (first.placements, *starts) if p]
+    found = round_bound(inst, runnable, time_limit=left * BOUND_SHARE, warm_start=warm)
+    if found is not None and found[0].bound is not None:
+        bound = found[0].bound
+        if first.dual_bound is None or bound < first.dual_bound:
+            first = dataclasses.replace(first, dual_bound=bound)
+        if first.proven:
             return first
-        more = solve_counting(
-            inst,
-            runnable,
-            solver=self.options.solver,
-            time_limit=left,
-            threads=self.options.threads,
-            warm_start=warm,
-        )
-        return _merge(first, more)
+    left -= time.perf_counter() - t0
+    if left <= 0.1:
+        return first
+    more = solve_counting(
+        inst,
+        runnable,
+        solver=options.solver,
+        time_limit=left,
+        threads=options.threads,
+        warm_start=warm,
+    )
+    return _merge(first, more)
 
 
 def _merge(first: CountingResult, second: CountingResult | None) -> CountingResult:
