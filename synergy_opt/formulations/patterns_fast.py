@@ -11,11 +11,15 @@ generation:
    bounds the counting optimum (a Lagrangian bound), so the loop may stop at any time.
 2. Each server's pricing optimum is a valid row of the counting model
    (``pat_dual_cut[s]``); with these rows and ``pat_full_gpus`` its LP is as tight as the
-   best bound found, and the counting MIP runs from there with the best known start.
+   best bound found, and the counting MIP can run from there (``solve_with_patterns``).
+   ``opt-exact`` uses the bound only (``round_bound``): with the rows HiGHS's branching was
+   not reliably faster on 128-GPU rounds (formulations/patterns.md).
 
 Public API::
 
     pattern_bound(data, *, time_limit, seeds, target) -> PatternBound
+    round_bound(inst, jobs, *, time_limit, warm_start) -> (PatternBound, CountingMatrix, starts)
+    patterns_apply(inst, jobs) -> bool
     build_pricing_matrix(data, s, prices) -> tuple[MatrixModel, list[ColKey], list[str]]
     build_master_matrix(data, patterns) -> tuple[MatrixModel, list[ColKey], list[str]]
     solve_with_patterns(inst, jobs, *, solver, time_limit, threads, warm_start) -> CountingResult
