@@ -13,6 +13,7 @@ from typing import Any
 
 import pyomo.environ as pyo
 import pytest
+from hypothesis import given, settings
 
 from synergy_opt.formulations import counting, counting_fast, patterns, patterns_fast
 from synergy_opt.generate import FAMILIES, family_round
@@ -21,6 +22,7 @@ from synergy_opt.mechanisms import opt_exact as opt_exact_mod
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, pyomo_to_matrix, solve_matrix, solve_pyomo
 from tests.conftest import ROOT
+from tests.strategies import round_instances
 
 TOL = 1e-6
 
@@ -184,3 +186,19 @@ def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> No
     assert alloc.total_throughput == pytest.approx(ref.objective, rel=1e-4)
     assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=1e-4)
     assert check_allocation(inst, alloc, fair_share=True) == []
+
+
+@settings(max_examples=25)
+@given(inst=round_instances(max_jobs=5, max_servers=3))
+def test_property_bound_and_rows_are_valid(inst: Any) -> None:
+    """On random small rounds (split penalties, mixed shapes): the pattern bound is never
+    below the counting optimum, and the rows never change that optimum."""
+    run = select_runnable(inst)
+    data = counting._model_data(inst, run)
+    plain = solve_matrix(counting_fast.build_counting_matrix(data).matrix, "highs", time_limit=20)
+    if plain.status is not TerminationStatus.OPTIMAL or plain.objective is None:
+        return
+    pb = patterns_fast.pattern_bound(data)
+    assert pb.bound is not None and pb.bound >= plain.objective - TOL
+    strong = patterns_fast.strengthened_counting(data, pb.cuts)
+    assert _optimum(strong.matrix, 20) == pytest.approx(plain.objective, abs=1e-5)
