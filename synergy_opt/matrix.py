@@ -128,3 +128,41 @@ def matrix_model(
         name=name,
         row_names=tuple(row_names),
     )
+
+
+def triplet_model(
+    rows: Sequence[int],
+    cols: Sequence[int],
+    values: Sequence[float],
+    cost: Sequence[float],
+    upper: Sequence[float],
+    integer: Sequence[bool],
+    row_lower: Sequence[float],
+    row_upper: Sequence[float],
+    *,
+    name: str,
+    row_names: Sequence[str] = (),
+) -> MatrixModel:
+    """A maximising :class:`MatrixModel` from (row, column, coefficient) triplets, lower
+    bounds 0: the row-wise builders (counting, patterns) write rows, solvers read columns."""
+    ncol = len(cost)
+    r = np.asarray(rows, dtype=np.int64)
+    c = np.asarray(cols, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    order = np.lexsort((r, c))
+    start = np.zeros(ncol + 1, dtype=np.int32)
+    np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
+    return MatrixModel(
+        cost=np.asarray(cost, dtype=np.float64),
+        col_lower=np.zeros(ncol),
+        col_upper=np.asarray(upper, dtype=np.float64),
+        integer=np.asarray(integer, dtype=bool),
+        row_lower=np.asarray(row_lower, dtype=np.float64),
+        row_upper=np.asarray(row_upper, dtype=np.float64),
+        a_start=start,
+        a_index=r[order].astype(np.int32),
+        a_value=v[order],
+        maximize=True,
+        name=name,
+        row_names=tuple(row_names),
+    )

@@ -49,7 +49,7 @@ from synergy_opt.formulations.typed_fast import (
     is_typed_round,
     lowest_fair_share,
 )
-from synergy_opt.matrix import MatrixModel
+from synergy_opt.matrix import MatrixModel, triplet_model
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
@@ -214,24 +214,15 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         if terms:
             rows.add(_name("sym_server_order", (s, t)), terms, 0.0, inf)
 
-    ncol = len(cols)
-    r = np.asarray(rows.r, dtype=np.int64)
-    c = np.asarray(rows.c, dtype=np.int64)
-    v = np.asarray(rows.v, dtype=np.float64)
-    order = np.lexsort((r, c))
-    start = np.zeros(ncol + 1, dtype=np.int32)
-    np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
-    mm = MatrixModel(
-        cost=np.asarray(cost, dtype=np.float64),
-        col_lower=np.zeros(ncol),
-        col_upper=np.asarray(upper, dtype=np.float64),
-        integer=np.asarray(integer, dtype=bool),
-        row_lower=np.asarray(rows.lower, dtype=np.float64),
-        row_upper=np.asarray(rows.upper, dtype=np.float64),
-        a_start=start,
-        a_index=r[order].astype(np.int32),
-        a_value=v[order],
-        maximize=True,
+    mm = triplet_model(
+        rows.r,
+        rows.c,
+        rows.v,
+        cost,
+        upper,
+        integer,
+        rows.lower,
+        rows.upper,
         name="counting_lp" if relax else "counting",
     )
     return CountingMatrix(mm, tuple(cols), tuple(rows.names), data)

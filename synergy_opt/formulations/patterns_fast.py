@@ -58,7 +58,7 @@ from synergy_opt.formulations.patterns import (
     server_columns,
     server_shapes,
 )
-from synergy_opt.matrix import MatrixModel
+from synergy_opt.matrix import MatrixModel, triplet_model
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
@@ -122,26 +122,17 @@ def _matrix(
     integer: Sequence[bool],
     rows: _Rows,
 ) -> MatrixModel:
-    ncol = len(cost)
-    r = np.asarray([t[0] for t in rows.trip], dtype=np.int64)
-    c = np.asarray([t[1] for t in rows.trip], dtype=np.int64)
-    v = np.asarray([t[2] for t in rows.trip], dtype=np.float64)
-    order = np.lexsort((r, c))
-    start = np.zeros(ncol + 1, dtype=np.int32)
-    np.cumsum(np.bincount(c, minlength=ncol), out=start[1:])
-    return MatrixModel(
-        cost=np.asarray(cost, dtype=np.float64),
-        col_lower=np.zeros(ncol),
-        col_upper=np.asarray(upper, dtype=np.float64),
-        integer=np.asarray(integer, dtype=bool),
-        row_lower=np.asarray(rows.lower, dtype=np.float64),
-        row_upper=np.asarray(rows.upper, dtype=np.float64),
-        a_start=start,
-        a_index=r[order].astype(np.int32),
-        a_value=v[order],
-        maximize=True,
+    return triplet_model(
+        [t[0] for t in rows.trip],
+        [t[1] for t in rows.trip],
+        [t[2] for t in rows.trip],
+        cost,
+        upper,
+        integer,
+        rows.lower,
+        rows.upper,
         name=name,
-        row_names=tuple(rows.names),
+        row_names=rows.names,
     )
 
 
