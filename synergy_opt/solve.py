@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 #: Relative MIP gap used when the caller does not give one: tight, so "optimal" means the
 #: optimum to well within the 1e-6 the tests compare at.
 DEFAULT_REL_GAP: float = 1e-9
+#: SCIP's infinity: a bound of this size means "none yet", not a number to report.
+SCIP_INFINITY: float = 1e20
 BACKENDS: tuple[str, ...] = ("highs", "ortools")
 
 
@@ -304,7 +306,8 @@ def _ortools_matrix(
         # BestBound() is only meaningful once SCIP has a solution (it reads 0 for a solve
         # stopped before any); a bound is never worse than the incumbent it bounds.
         bound = float(obj.BestBound()) if has_sol else math.nan
-        dual_bound = bound if math.isfinite(bound) else None
+        # SCIP reports its infinity (1e20) for "no bound yet", a finite float.
+        dual_bound = bound if math.isfinite(bound) and abs(bound) < SCIP_INFINITY else None
         if dual_bound is not None and objective is not None:
             dual_bound = max(dual_bound, objective) if mm.maximize else min(dual_bound, objective)
         gap = (

@@ -237,12 +237,15 @@ def test_better_of_prefers_tune_when_higher() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_real_time_limit(backend: str) -> None:
-    """A 32-GPU joint model cannot be proven optimal in 0.01 s: the note says so, output valid."""
+    """At 0.01 s the answer is valid, and either unproven (the note says so) or proven by a
+    bound that meets it (HiGHS sometimes proves this round that fast: OPT's bound does)."""
     inst = load_instance(INSTANCES / "mem-scarce-32gpu.json")
     alloc = run("opt-exact", inst, solver=backend, time_limit_s=0.01)
     assert check_allocation(inst, alloc, fair_share=True) == []
-    assert alloc.notes
-    assert any(k in alloc.notes[0] for k in ("time_limit", "not proven optimal", "fell back"))
+    if alloc.notes:
+        assert any(k in alloc.notes[0] for k in ("time_limit", "not proven optimal", "fell back"))
+    else:
+        assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=1e-4)
     # The inner OPT run shares the 0.01 s limit, so only TUNE is a sure floor here.
     assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
 

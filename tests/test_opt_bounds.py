@@ -64,3 +64,16 @@ def test_opt_exact_keeps_opts_better_answer_over_another_set() -> None:
     assert exact.total_throughput == pytest.approx(1.865)
     assert exact.upper_bound is None
     assert check_allocation(inst, exact, fair_share=True) == []
+
+
+def test_scip_without_a_bound_reports_none_not_its_infinity() -> None:
+    """SCIP stopped at 0.01 s reads its infinity (1e20) as the bound: that is no bound."""
+    from synergy_opt.io import load_instance
+    from tests.conftest import INSTANCES
+
+    inst = load_instance(INSTANCES / "mem-scarce-32gpu.json")
+    got = make_mechanism(
+        "opt-exact", MechanismOptions(solver="ortools", time_limit_s=0.01)
+    ).allocate(inst)
+    assert got.upper_bound is None or got.upper_bound < 1e6
+    assert check_allocation(inst, got, fair_share=True) == []

@@ -107,7 +107,9 @@ class OptExact:
             theirs = None
         bounds = [b for b in (res.dual_bound, theirs) if b is not None]
         upper = min(bounds) if bounds else None
-        if not res.proven:
+        # opt's bound can prove the counting incumbent when the MIP's own dual bound cannot.
+        proven_by_bound = dataclasses.replace(res, dual_bound=upper).proven
+        if not proven_by_bound:
             notes.append(
                 f"counting model not proven optimal: {res.status} ({res.solver}), "
                 f"incumbent {res.objective}, bound {res.dual_bound}"
