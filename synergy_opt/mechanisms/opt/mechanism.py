@@ -224,6 +224,8 @@ class Opt:
         self._tune = make_mechanism("tune", self.options)
         #: Required throughput per job class on ``_floors_of`` (cluster, fair-share rule).
         self._floors: dict[tuple[object, ...], float] = {}
+        #: The lowest floor any GPU split allows, per job class, on the same cluster and rule.
+        self._lowest_floors: dict[tuple[object, ...], float] = {}
         self._floors_of: tuple[Cluster, str] | None = None
 
     def allocate(self, inst: RoundInstance) -> Allocation:
@@ -285,6 +287,7 @@ class Opt:
             or not (of[0] is inst.cluster or of[0] == inst.cluster)
         ):
             self._floors = {}
+            self._lowest_floors = {}
             self._floors_of = (inst.cluster, inst.fair_share_mode)
         return self._floors
 
@@ -377,13 +380,13 @@ class Opt:
         the optimum, so its value bounds nothing.  Where no job's lowest floor
         (:func:`~synergy_opt.formulations.typed_fast.lowest_fair_share`) is below the one
         the model used, ``upper`` stands; otherwise the model is solved again on those."""
-        first = {class_key(j): j for j in reversed(runnable)}  # floors depend on the class
-        lowest = {
-            k: lowest_fair_share(inst, j) * forced_split_factor(inst, j) for k, j in first.items()
-        }
-        if all(
-            lowest[k] >= fair_share_floor(inst, j)[1] - THROUGHPUT_EPS for k, j in first.items()
-        ):
+        used = self._class_floors(inst)  # filled by this round's _split_super_machine
+        lowest = self._lowest_floors
+        for job in runnable:  # floors depend only on the class (and the cluster and rule)
+            key = class_key(job)
+            if key not in lowest:
+                lowest[key] = lowest_fair_share(inst, job) * forced_split_factor(inst, job)
+        if all(lowest[k] >= used[k] - THROUGHPUT_EPS for k in {class_key(j) for j in runnable}):
             return upper
         low = {j.id: lowest[class_key(j)] for j in runnable}
         res = solve_matrix(
