@@ -135,6 +135,7 @@ def bench_opt_ratio(
             inst = family_round(family, gpus, seed)
             ex = exact.allocate(inst)
             if not proven(ex):
+                log.info("table 2: %s %dg seed %d: not proven", family, gpus, seed)
                 cells[gpus] = (ratios, n_rounds, unproven + 1, below_tune, dropped, worst)
                 continue
             o = opt.allocate(inst)
@@ -143,6 +144,16 @@ def bench_opt_ratio(
             if not ratios or ratio < min(ratios):
                 worst = f"{gpus}g seed {seed}"
             ratios.append(ratio)
+            log.info(
+                "table 2: %s %dg seed %d: opt/exact %.4f, opt %s tune, %d/%d jobs",
+                family,
+                gpus,
+                seed,
+                ratio,
+                ">=" if o.total_throughput >= t.total_throughput - 1e-9 else "<",
+                len(o.jobs),
+                len(ex.jobs),
+            )
             below_tune += o.total_throughput < t.total_throughput - 1e-9
             dropped += len(o.jobs) < len(ex.jobs)
             cells[gpus] = (ratios, n_rounds, unproven, below_tune, dropped, worst)
@@ -378,6 +389,7 @@ def main() -> int:
     )
     ap.add_argument("--seed-offset", type=int, default=1000, help="table 2: first seed")
     ap.add_argument("--families", default=",".join(FAMILIES), help="table 2: which families")
+    ap.add_argument("-v", "--verbose", action="store_true", help="table 2: one line per round")
     args = ap.parse_args()
     try:
         sizes = tuple(int(x) for x in args.sizes.split(","))
@@ -395,7 +407,9 @@ def main() -> int:
         ap.error("--warmup must be >= 0")
     if args.quick:
         args.rounds, args.seeds, args.repeats, args.sim_rounds = 2, 1, 2, 10
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
     logging.getLogger("synergy_opt").setLevel(logging.ERROR)
     wanted = {t.strip() for t in args.tables.split(",")}
     if "1" in wanted:
