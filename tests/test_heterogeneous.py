@@ -13,10 +13,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from synergy_opt.check import check_allocation
+from synergy_opt.check import check_allocation, forced_split_factor
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.profiles import shipped_profiles
-from synergy_opt.types import Cluster, Job, RoundInstance, Server
+from synergy_opt.types import Cluster, Job, RoundInstance, Server, ThroughputMatrix
 
 ABS_TOL = REL_TOL = 1e-6
 
@@ -219,3 +219,49 @@ def test_tune_fallback_spreads_a_job_no_allowed_server_can_feed() -> None:
         ("g2a", 6, 54), ("g2b", 2, 18)
     ]
     assert ja.throughput == pytest.approx(ja.fair_share_throughput, abs=ABS_TOL)
+
+
+def test_tune_forced_split_keeps_its_best_point_at_the_penalised_floor() -> None:
+    """A 10-GPU job on 8-GPU servers must spread, so under the per-server rule its floor is
+    its servers' share *times its split penalty* (PROPORTIONAL pays the penalty too).  TUNE
+    checks each spread placement against that floor: with the penalty left out (floor 2.25
+    instead of 0.8 x 2.25) its best point, 2.321 x 0.8 = 1.857, looks like a violation and
+    the job is pushed down to exactly its fair share, 1.8 (the shape was found by a random
+    search that monkeypatched ``forced_split_factor`` to return 1)."""
+    cluster = Cluster(
+        (
+            Server("s0", 8, 24, 500.0),
+            Server("s1", 8, 16, 500.0),
+            Server("s2", 4, 16, 200.0),
+        )
+    )
+    big = ThroughputMatrix(
+        (1, 6, 11, 16, 21, 26, 31, 36),
+        (250.0, 500.0, 1000.0),
+        (
+            (1.485, 1.813, 2.14),
+            (1.573, 1.9, 2.227),
+            (1.66, 1.988, 2.315),
+            (1.748, 2.075, 2.402),
+            (1.836, 2.163, 2.49),
+            (1.923, 2.25, 2.578),
+            (1.993, 2.321, 2.648),
+            (1.993, 2.321, 2.648),
+        ),
+    )
+    small = ThroughputMatrix(
+        (1, 2, 3, 4),
+        (25.0, 50.0, 100.0),
+        ((0.979, 1.1, 1.221), (1.176, 1.297, 1.418), (1.373, 1.494, 1.614), (1.373, 1.494, 1.614)),
+    )
+    inst = RoundInstance(
+        "forced-split", cluster, (Job("big", 10, big, split_penalty=0.8), Job("j0", 1, small))
+    )
+    assert inst.fair_share_mode == "server"
+    assert forced_split_factor(inst, inst.jobs[0]) == 0.8
+    alloc = make_mechanism("tune").allocate(inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    got = {ja.id: ja for ja in alloc.jobs}
+    assert got["big"].fair_share_throughput == pytest.approx(2.25, abs=ABS_TOL)  # before 0.8
+    assert got["big"].throughput == pytest.approx(0.8 * 2.321, abs=ABS_TOL)
+    assert len(got["big"].placement) == 2
