@@ -119,9 +119,7 @@ def _check_creatable(path: Path, shown: str | os.PathLike[str], option: str) -> 
         raise OutputError(f"{shown}: cannot create files in {base}: permission denied ({option})")
 
 
-def check_file_target(
-    target: str | os.PathLike[str], option: str, stdout: bool = False
-) -> None:
+def check_file_target(target: str | os.PathLike[str], option: str, stdout: bool = False) -> None:
     """Refuse a file output that cannot be written (see the module docstring).
 
     ``stdout``: the command prints to standard output for ``-``, so messages say so.
@@ -145,8 +143,7 @@ def check_file_target(
         if not stat.S_ISREG(st.st_mode):
             hint = "a file name, or - for standard output" if stdout else "a file name"
             raise OutputError(
-                f"{target}: not a regular file (a device, pipe or socket); give {hint} "
-                f"({option})"
+                f"{target}: not a regular file (a device, pipe or socket); give {hint} ({option})"
             )
     _check_creatable(t.parent, target, option)
 

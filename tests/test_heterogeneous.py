@@ -216,7 +216,8 @@ def test_tune_fallback_spreads_a_job_no_allowed_server_can_feed() -> None:
     assert check_allocation(inst, alloc, fair_share=True) == []
     (ja,) = alloc.jobs
     assert sorted((p.server, p.gpus, p.cpus) for p in ja.placement) == [
-        ("g2a", 6, 54), ("g2b", 2, 18)
+        ("g2a", 6, 54),
+        ("g2b", 2, 18),
     ]
     assert ja.throughput == pytest.approx(ja.fair_share_throughput, abs=ABS_TOL)
 

@@ -92,8 +92,12 @@ def test_alibaba_output_reads_back_and_is_deterministic(tmp_path: Path) -> None:
     assert [j.model for j in a.jobs] != [j.model for j in c.jobs]
     assert [j.category for j in a.jobs] == [j.category for j in c.jobs]  # seed picks models only
     out = tmp_path / "t.csv"
-    assert main(["trace", "convert", "--from", "alibaba-gpu-2023", PODS, "-o", str(out),
-                 "--seed", "3"]) == 0
+    assert (
+        main(
+            ["trace", "convert", "--from", "alibaba-gpu-2023", PODS, "-o", str(out), "--seed", "3"]
+        )
+        == 0
+    )
     assert out.read_text() == trace_to_csv(a.jobs)
     back = read_trace(out, shipped_profiles())
     assert [j.id for j in back] == [j.id for j in a.jobs]
@@ -150,8 +154,12 @@ def test_alibaba_gpuspec_variant_with_nodes() -> None:
     assert skipped["gpu_spec names no GPU type of the cluster"] == 1
     assert skipped["more GPUs (of its allowed types) than the cluster has"] == 1
     # No deletion_time: censored at the file's last timestamp.
-    end = max(float(v) for r in _raw_pods(GPUSPEC).values()
-              for k, v in r.items() if k.endswith("_time") and v)
+    end = max(
+        float(v)
+        for r in _raw_pods(GPUSPEC).values()
+        for k, v in r.items()
+        if k.endswith("_time") and v
+    )
     assert by_id["openb-pod-0008"].duration_s == end - 4130198
     assert "unfinished pod ended at the trace's last timestamp (--unfinished censor)" in dict(
         conv.report.mapped
@@ -174,7 +182,10 @@ def test_alibaba_malformed_rows_name_the_line() -> None:
     assert dict(conv.report.skipped) == {"malformed (--skip-bad)": 10}
     assert conv.report.converted == 4
     assert [j.id for j in conv.jobs] == [
-        "openb-pod-0000", "openb-pod-b011", "openb-pod-0001", "openb-pod-0002"
+        "openb-pod-0000",
+        "openb-pod-b011",
+        "openb-pod-0001",
+        "openb-pod-0002",
     ]
     assert conv.report.bad_examples[1] == (
         f"{BROKEN}: line 6: num_gpu: expected an integer in [0, 1024], got 'two'"
@@ -210,8 +221,23 @@ def test_each_broken_row_has_its_own_message(tmp_path: Path, line: int, message:
 def test_alibaba_nodes_become_a_cluster(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
     trace = tmp_path / "t.csv"
-    assert main(["trace", "convert", "--from", "alibaba-gpu-2023", PODS, NODES,
-                 "-o", str(trace), "--cluster-out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "convert",
+                "--from",
+                "alibaba-gpu-2023",
+                PODS,
+                NODES,
+                "-o",
+                str(trace),
+                "--cluster-out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     cluster = load_cluster(out)
     with open(NODES, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -260,8 +286,15 @@ def test_inputs_are_told_apart_by_header() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"gpu_sharing": "half"}, {"arrival_compression": 0.0}, {"nodes_fraction": 1.5},
-     {"max_jobs": 0}, {"skip_jobs": -1}, {"split": (0.0, 0.0, 0.0)}, {"attempts": "first"}],
+    [
+        {"gpu_sharing": "half"},
+        {"arrival_compression": 0.0},
+        {"nodes_fraction": 1.5},
+        {"max_jobs": 0},
+        {"skip_jobs": -1},
+        {"split": (0.0, 0.0, 0.0)},
+        {"attempts": "first"},
+    ],
 )
 def test_options_are_validated(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -337,7 +370,7 @@ def test_philly_malformed_entries() -> None:
         ('{"jobs": []}', "line 1: expected a JSON list of jobs"),
         ('[\n {"jobid": "a"}\n {"jobid": "b"}]', "line 3: expected ',' or ']' after a job"),
         ('[\n {"jobid": "a",\n  "attempts": [}\n]', "line 3: not valid JSON"),
-        ('[\n 3\n]', "line 2: job: expected an object, got int"),
+        ("[\n 3\n]", "line 2: job: expected an object, got int"),
     ],
 )
 def test_philly_structural_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -390,25 +423,71 @@ def test_cli_bad_input_is_one_line_exit_2(
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"{BROKEN}: line 5: row: has 10 fields, header has 11"]
     assert not out.exists()
-    assert main(["trace", "convert", "--from", "philly", PHILLY, "-o", str(out),
-                 "--cluster-out", str(tmp_path / "c.json")]) == 2
+    assert (
+        main(
+            [
+                "trace",
+                "convert",
+                "--from",
+                "philly",
+                PHILLY,
+                "-o",
+                str(out),
+                "--cluster-out",
+                str(tmp_path / "c.json"),
+            ]
+        )
+        == 2
+    )
     assert "--cluster-out" in capsys.readouterr().err
-    assert main(["trace", "convert", "--from", "alibaba-gpu-2023", PODS, "-o", str(out),
-                 "--cluster-out", str(tmp_path / "c.json")]) == 2
-    assert main(["trace", "convert", "--from", "alibaba-gpu-2023", str(tmp_path / "nope.csv"),
-                 "-o", str(out)]) == 2
+    assert (
+        main(
+            [
+                "trace",
+                "convert",
+                "--from",
+                "alibaba-gpu-2023",
+                PODS,
+                "-o",
+                str(out),
+                "--cluster-out",
+                str(tmp_path / "c.json"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        main(
+            [
+                "trace",
+                "convert",
+                "--from",
+                "alibaba-gpu-2023",
+                str(tmp_path / "nope.csv"),
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "no such file" in capsys.readouterr().err
 
 
 def test_cli_prints_the_row_accounting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "t.csv"
-    assert main(["trace", "convert", "--from", "alibaba-gpu-2023", BROKEN, "--skip-bad",
-                 "-o", str(out)]) == 0
+    assert (
+        main(
+            ["trace", "convert", "--from", "alibaba-gpu-2023", BROKEN, "--skip-bad", "-o", str(out)]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert f"{BROKEN}: 14 rows: 4 converted, 10 skipped" in text
     assert "malformed (--skip-bad)" in text
-    assert main(["trace", "convert", "--from", "philly", PHILLY, "-o", str(out),
-                 "--split", "0,100,0"]) == 0
+    assert (
+        main(["trace", "convert", "--from", "philly", PHILLY, "-o", str(out), "--split", "0,100,0"])
+        == 0
+    )
     assert {r["category"] for r in csv.DictReader(out.open())} == {"language"}
 
 
@@ -432,7 +511,13 @@ def test_shipped_alibaba_trace_converts(tmp_path: Path) -> None:
     assert conv.cluster.total_gpus == 6212
     assert len(conv.cluster.servers) == 1213  # 1,523 nodes minus 310 without GPUs
     assert {s.gpu_type for s in conv.cluster.servers} == {
-        "G2", "T4", "P100", "G3", "V100M16", "V100M32", "A10"
+        "G2",
+        "T4",
+        "P100",
+        "G3",
+        "V100M16",
+        "V100M32",
+        "A10",
     }
     out = tmp_path / "t.csv"
     from synergy_opt.tracefile import write_trace
@@ -451,9 +536,7 @@ def test_share_no_allowed_server_can_feed_is_skipped(tmp_path: Path) -> None:
     could never run it and a simulation would never end."""
     nodes = tmp_path / "nodes.csv"
     nodes.write_text(
-        "sn,cpu_milli,memory_mib,gpu,model\n"
-        "a,104000,524288,2,T4\n"
-        "b,16000,122880,2,P100\n"
+        "sn,cpu_milli,memory_mib,gpu,model\na,104000,524288,2,T4\nb,16000,122880,2,P100\n"
     )
     pods = tmp_path / "pods.csv"
     header = Path(PODS).read_text().splitlines()[0]
@@ -485,8 +568,15 @@ def _variant(tmp_path: Path, name: str, keep: Callable[[int, list[str]], list[st
 
 
 #: gpu_spec values as they appear in the upstream ``gpuspec`` variants.
-SPECS = ("V100M16|V100M32", "T4", "G2", "P100", "G3", "G2|P100|T4|V100M16|V100M32",
-         "P100|T4|V100M16|V100M32")
+SPECS = (
+    "V100M16|V100M32",
+    "T4",
+    "G2",
+    "P100",
+    "G3",
+    "G2|P100|T4|V100M16|V100M32",
+    "P100|T4|V100M16|V100M32",
+)
 
 
 def _gpuspec(k: int, r: list[str]) -> list[str]:

@@ -41,43 +41,114 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="public trace -> job trace CSV (docs/formats.md section 5)",
         description="Convert a public trace into synergy-opt's job trace; see docs/real-traces.md.",
     )
-    c.add_argument("--from", dest="kind", required=True, choices=sorted(CONVERTERS),
-                   help="the public trace the INPUT files come from")
-    c.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="alibaba-gpu-2023: pod list (+ node list); philly: cluster_job_log")
-    c.add_argument("-o", "--output", required=True, metavar="TRACE.csv",
-                   help="job trace to write (docs/formats.md section 5)")
-    c.add_argument("--cluster-out", default=None, metavar="CLUSTER.json",
-                   help="write the node list as a cluster object (alibaba-gpu-2023)")
+    c.add_argument(
+        "--from",
+        dest="kind",
+        required=True,
+        choices=sorted(CONVERTERS),
+        help="the public trace the INPUT files come from",
+    )
+    c.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="alibaba-gpu-2023: pod list (+ node list); philly: cluster_job_log",
+    )
+    c.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="TRACE.csv",
+        help="job trace to write (docs/formats.md section 5)",
+    )
+    c.add_argument(
+        "--cluster-out",
+        default=None,
+        metavar="CLUSTER.json",
+        help="write the node list as a cluster object (alibaba-gpu-2023)",
+    )
     c.add_argument("--seed", type=int, default=0, help="seed of the task -> model rule")
     c.add_argument("--skip-bad", action="store_true", help="drop and count malformed rows")
-    c.add_argument("--profiles", default=None, metavar="PROFILES.json",
-                   help="map tasks to these profiles instead of the shipped ones")
+    c.add_argument(
+        "--profiles",
+        default=None,
+        metavar="PROFILES.json",
+        help="map tasks to these profiles instead of the shipped ones",
+    )
     g = c.add_argument_group("alibaba-gpu-2023")
-    g.add_argument("--gpu-sharing", choices=("whole", "skip"), default="whole",
-                   help="pods using a fraction of a GPU: give a whole GPU (default) or skip")
-    g.add_argument("--cpu-only", choices=("skip", "one-gpu"), default="skip",
-                   help="pods without GPUs: skip (default) or give one GPU")
-    g.add_argument("--unfinished", choices=("censor", "skip"), default="censor",
-                   help="pods without deletion_time: end at the trace's end (default) or skip")
-    g.add_argument("--phases", default=None, metavar="P1,P2",
-                   help="keep only these pod_phase values (default: all that ran)")
-    g.add_argument("--cpu-nodes", choices=("drop", "keep"), default="drop",
-                   help="nodes without GPUs in --cluster-out (default: drop)")
-    g.add_argument("--nodes-fraction", type=_fraction, default=1.0, metavar="F",
-                   help="keep this fraction of nodes, stratified by configuration")
+    g.add_argument(
+        "--gpu-sharing",
+        choices=("whole", "skip"),
+        default="whole",
+        help="pods using a fraction of a GPU: give a whole GPU (default) or skip",
+    )
+    g.add_argument(
+        "--cpu-only",
+        choices=("skip", "one-gpu"),
+        default="skip",
+        help="pods without GPUs: skip (default) or give one GPU",
+    )
+    g.add_argument(
+        "--unfinished",
+        choices=("censor", "skip"),
+        default="censor",
+        help="pods without deletion_time: end at the trace's end (default) or skip",
+    )
+    g.add_argument(
+        "--phases",
+        default=None,
+        metavar="P1,P2",
+        help="keep only these pod_phase values (default: all that ran)",
+    )
+    g.add_argument(
+        "--cpu-nodes",
+        choices=("drop", "keep"),
+        default="drop",
+        help="nodes without GPUs in --cluster-out (default: drop)",
+    )
+    g.add_argument(
+        "--nodes-fraction",
+        type=_fraction,
+        default=1.0,
+        metavar="F",
+        help="keep this fraction of nodes, stratified by configuration",
+    )
     ph = c.add_argument_group("philly")
-    ph.add_argument("--attempts", choices=("sum", "last"), default="sum",
-                    help="duration from all attempts (default) or the last one")
-    ph.add_argument("--split", type=_split, default=(20.0, 70.0, 10.0), metavar="I,L,S",
-                    help="category split in percent for the model rule (default 20,70,10)")
+    ph.add_argument(
+        "--attempts",
+        choices=("sum", "last"),
+        default="sum",
+        help="duration from all attempts (default) or the last one",
+    )
+    ph.add_argument(
+        "--split",
+        type=_split,
+        default=(20.0, 70.0, 10.0),
+        metavar="I,L,S",
+        help="category split in percent for the model rule (default 20,70,10)",
+    )
     sel = c.add_argument_group("selection")
-    sel.add_argument("--skip-jobs", type=nonneg_int, default=0, metavar="K",
-                     help="drop the first K converted jobs (arrival order)")
-    sel.add_argument("--max-jobs", type=positive_int, default=None, metavar="N",
-                     help="keep at most N jobs after --skip-jobs")
-    sel.add_argument("--compress-arrivals", type=positive_float, default=1.0, metavar="F",
-                     help="divide inter-arrival times by F (F > 1: busier trace)")
+    sel.add_argument(
+        "--skip-jobs",
+        type=nonneg_int,
+        default=0,
+        metavar="K",
+        help="drop the first K converted jobs (arrival order)",
+    )
+    sel.add_argument(
+        "--max-jobs",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="keep at most N jobs after --skip-jobs",
+    )
+    sel.add_argument(
+        "--compress-arrivals",
+        type=positive_float,
+        default=1.0,
+        metavar="F",
+        help="divide inter-arrival times by F (F > 1: busier trace)",
+    )
     c.set_defaults(func=run)
 
 
@@ -116,9 +187,7 @@ def run(args: argparse.Namespace) -> int:
             "--cluster-out: give the node list (openb_node_list_*.csv) as an INPUT too"
         )
     if not conv.jobs:
-        raise UsageError(
-            "no job left to write: " + "; ".join(conv.report.lines()[:4])
-        )
+        raise UsageError("no job left to write: " + "; ".join(conv.report.lines()[:4]))
     write_trace(args.output, conv.jobs)
     if args.cluster_out is not None and conv.cluster is not None:
         write_json_atomic(args.cluster_out, cluster_to_dict(conv.cluster))
@@ -127,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
         print(line, file=out)
     for note in conv.cluster_notes:
         print(note, file=out)
-    print(f"wrote {len(conv.jobs)} jobs to {args.output}"
-          + (f" and the cluster to {args.cluster_out}" if args.cluster_out else ""), file=out)
+    print(
+        f"wrote {len(conv.jobs)} jobs to {args.output}"
+        + (f" and the cluster to {args.cluster_out}" if args.cluster_out else ""),
+        file=out,
+    )
     return 0
