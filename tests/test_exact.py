@@ -475,10 +475,14 @@ def test_server_rule_on_mixed_shapes_keeps_every_floor() -> None:
     inst = dc.replace(family_round("mixed-shapes", 32, seed=2), fair_share_rule="server")
     assert inst.per_server_shares
     runnable = select_runnable(inst)
-    high = counting._model_data(inst, runnable)
-    low = counting._model_data(inst, runnable, spread_floor="low")
+    high = counting._model_data(inst, runnable, exact_splits=False)
+    low = counting._model_data(inst, runnable, spread_floor="low", exact_splits=False)
     assert high["floor_gap"] and high["feasible"] and not high["bound_valid"]
     assert low["bound_valid"] and not low["feasible"]
+    # With the split rows (whole cores per GPU on every shape) one model is both.
+    both = counting._model_data(inst, runnable)
+    assert both["slot_splits"] and not both["floor_gap"]
+    assert both["feasible"] and both["bound_valid"]
     exact = run("opt-exact", inst, time_limit_s=20)
     assert check_allocation(inst, exact, fair_share=True) == []
     assert exact.notes == ()

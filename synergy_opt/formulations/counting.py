@@ -17,6 +17,10 @@ model states the same optimum over what rounds really have, many copies of few t
   spans >= 2 servers (a single-server job is a count in x).  With per-GPU-type matrices a
   slot's points come from several spread variants, each allowed only its variant's servers
   (``cnt_part_in_variant``, ``cnt_variant_*``).
+* **Split-dependent floors.**  Under the ``"server"`` rule on a mixed-shape cluster a spread
+  job's floor depends on how many of its GPUs sit in each share class (same cores and GB
+  per GPU): a split variable ``v`` per realisable split ties the parts to it
+  (``cnt_split_gpus``) and the point to its floor (``cnt_split_floor``), exactly.
 * **Per-server rows** (2), (3) and GPUs; the class cover (4) ``sum x + sum y = n_k``.
 * **Symmetry.**  Slots of a class are used in order, and among identical servers
   (same GPUs, cores, memory, GPU type) the consolidated throughput never increases along
@@ -45,6 +49,7 @@ from synergy_opt.check import fair_share_floor, forced_split_factor
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.types import (
     MEM_EPS_GB,
+    THROUGHPUT_EPS,
     Job,
     PlacementPart,
     RoundInstance,
@@ -182,6 +187,65 @@ def _slot_menu(
     return tuple(pt for pt, _ in keep), tuple(ss for _, ss in keep)
 
 
+SplitFloor = tuple[tuple[int, ...], float]  # (GPUs per share class, required throughput)
+
+
+def _share_classes(
+    servers: Sequence[Server], ss: Sequence[int]
+) -> tuple[tuple[int, ...], ...] | None:
+    """Servers of ``ss`` grouped by their GPU-proportional share per GPU (cores, GB).
+
+    Under the ``"server"`` rule q GPUs on s bring floor(q C_s / G_s) cores and q M_s / G_s
+    GB to a job's share; with whole cores per GPU that is linear in q, so a spread job's
+    share is fixed by how many of its GPUs sit in each class, whatever the servers.  None
+    when some server has a fractional number of cores per GPU: there the share depends on
+    the parts themselves (each rounded down), and the model keeps the relaxation /
+    restriction pair of :func:`_spread_floor`.
+    """
+    by: dict[tuple[int, float], list[int]] = {}
+    for s in ss:
+        srv = servers[s]
+        if srv.gpus < 1:
+            continue
+        if srv.cpus % srv.gpus:
+            return None
+        by.setdefault((srv.cpus // srv.gpus, srv.mem_gb / srv.gpus), []).append(s)
+    return tuple(tuple(v) for v in by.values())
+
+
+def _split_floors(
+    inst: RoundInstance, job: Job, ss: Sequence[int]
+) -> tuple[tuple[tuple[int, ...], ...], tuple[SplitFloor, ...]] | None:
+    """The share classes of ``ss`` and every realisable split sigma of ``job``'s GPUs over
+    them with its exact floor R(sigma): the checker's own
+    :func:`~synergy_opt.check.fair_share_floor` (forced-spread penalty included) of a
+    placement with sigma_c GPUs in class c.
+
+    A split is realisable by a spread job when each class holds its GPUs in parts of at
+    most min(G_s, g - 1) and the parts can span two servers.  None where shares are not
+    linear in the GPUs per class (:func:`_share_classes`).
+    """
+    servers = inst.cluster.servers
+    classes = _share_classes(servers, ss)
+    if classes is None:
+        return None
+    g = job.gpus
+    room = [[min(servers[s].gpus, g - 1) for s in c] for c in classes]
+    out: list[SplitFloor] = []
+    for sigma in itertools.product(*(range(min(sum(r), g) + 1) for r in room)):
+        if sum(sigma) != g or sum(min(q, len(c)) for q, c in zip(sigma, classes, strict=True)) < 2:
+            continue
+        parts = []
+        for q, c, r in zip(sigma, classes, room, strict=True):
+            for s, cap in zip(c, r, strict=True):
+                take = min(q, cap)
+                if take:
+                    parts.append(PlacementPart(servers[s].name, take, 0, 0.0))
+                q -= take
+        out.append((sigma, fair_share_floor(inst, job, parts)[1]))
+    return classes, tuple(out)
+
+
 def _class_key(job: Job) -> tuple[object, ...]:
     return (*class_key(job), job.sensitivity_by_type)
 
@@ -192,6 +256,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     *,
     symmetry: bool = False,
     spread_floor: str = "high",
+    exact_splits: bool = True,
 ) -> dict[str, Any]:
     """Plain data of the counting model over ``jobs`` (default: every job of the round).
 
@@ -213,8 +278,11 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     (:func:`_spread_floor`): ``spread_floor="high"`` keeps every slot point above the
     highest floor it may face (a restriction: every solution keeps every floor),
     ``"low"`` above the lowest (a relaxation: its optimum bounds every allocation).
-    ``feasible`` and ``bound_valid`` say which of the two the data is; ``exact`` that it is
-    both.
+    With ``exact_splits`` (the default) a class whose servers have whole cores per GPU
+    instead gets its splits over share classes (:func:`_split_floors`): ``share_classes``
+    and ``slot_splits`` per slot, the rows ``cnt_split_*``, and the model is both at once.
+    ``feasible`` and ``bound_valid`` say which of the two the data is, ``floor_gap`` that
+    they differ; ``exact`` that no floor depends on the split at all.
     """
     chosen = list(inst.jobs if jobs is None else jobs)
     servers = inst.cluster.servers
@@ -234,6 +302,8 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     slot_points: dict[tuple[int, int], tuple[Point, ...]] = {}
     slot_servers: dict[tuple[int, int], tuple[int, ...]] = {}
     point_servers: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
+    share_classes: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
+    slot_splits: dict[tuple[int, int], tuple[SplitFloor, ...]] = {}
     floor_gap = False
     for k, js in enumerate(members):
         job = js[0]
@@ -259,17 +329,30 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
             continue
         low, high = _spread_floor(inst, job)
         required = high if spread_floor == "high" else low
-        floor_gap = floor_gap or high > low + 1e-12
+        splits = None
+        if high > low + 1e-12 and exact_splits:
+            splits = _split_floors(inst, job, allowed)
+        if splits is not None:
+            # Exact: the menu keeps every point some split allows; the rows cnt_split_*
+            # tie each job's point to the floor of its split (none if all floors agree).
+            required = min((r for _, r in splits[1]), default=high)
+        floor_gap = floor_gap or (high > low + 1e-12 and splits is None)
         pts, pss = _slot_menu(job, allowed, servers, required)
         if not pts:
             continue
         union = tuple(s for s in allowed if any(s in ss for ss in pss))
+        if splits is not None and len({r for _, r in splits[1]}) < 2:
+            splits = None
+        elif splits is not None and set(union) != set(allowed):
+            splits = _split_floors(inst, job, union)  # a variant's servers left out
         # Slots hold at most as many spread jobs as their servers have GPUs for.
         for i in range(min(n[k], sum(G[s] for s in union) // job.gpus)):
             slots.append((k, i))
             slot_points[k, i] = pts
             slot_servers[k, i] = union
             point_servers[k, i] = pss
+            if splits is not None:
+                share_classes[k, i], slot_splits[k, i] = splits
     # Runs of identical servers (any order in the cluster): symmetry is broken inside each.
     shapes: dict[tuple[object, ...], list[int]] = {}
     for s, srv in enumerate(servers):
@@ -292,7 +375,10 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "M": M,
         "server_classes": tuple(tuple(v) for v in shapes.values() if len(v) > 1),
         "symmetry": symmetry,
-        "exact": not floor_gap,
+        "share_classes": share_classes,
+        "slot_splits": slot_splits,
+        # No floor depends on the split (the server-pattern rows are stated only there):
+        "exact": not floor_gap and not slot_splits,
         # Solutions are allocations that keep every floor / the optimum bounds them all:
         "feasible": not floor_gap or spread_floor == "high",
         "bound_valid": not floor_gap or spread_floor == "low",
@@ -425,7 +511,50 @@ def restrict_points(
         ki: tuple(s for s in data["slot_servers"][ki] if any(s in ss for _, ss in menus[ki]))
         for ki in out["slots"]
     }
+    splits = data.get("slot_splits", {})
+    out["slot_splits"] = {ki: splits[ki] for ki in out["slots"] if ki in splits}
+    out["share_classes"] = {ki: data["share_classes"][ki] for ki in out["slot_splits"]}
     return out
+
+
+def split_rows(
+    data: Any,
+) -> tuple[
+    list[Index],
+    list[tuple[Index, tuple[int, ...], tuple[int, ...]]],
+    list[tuple[Index, tuple[int, ...], tuple[int, ...]]],
+]:
+    """The split-floor variables and rows of slots whose floor depends on the split.
+
+    Returns the v indices (k, i, j) (split j of ``slot_splits[k, i]``); for
+    ``cnt_split_gpus`` ((k, i, c), the slot's servers in share class c, sigma_j[c] per
+    split j); for ``cnt_split_floor`` ((k, i, t), the splits whose floor is >= the t-th
+    distinct floor level L_t, the points q crediting >= L_t), only for levels some point
+    of the slot misses (the others are implied by ``cnt_split_one``).  Empty on rounds
+    whose floors do not depend on the split.
+    """
+    splits = data.get("slot_splits", {})
+    v_index: list[Index] = []
+    gpu_rows: list[tuple[Index, tuple[int, ...], tuple[int, ...]]] = []
+    floor_rows: list[tuple[Index, tuple[int, ...], tuple[int, ...]]] = []
+    for k, i in data["slots"]:
+        if (k, i) not in splits:
+            continue
+        sig = splits[k, i]
+        v_index += [(k, i, j) for j in range(len(sig))]
+        on = set(data["slot_servers"][k, i])
+        for c, cls in enumerate(data["share_classes"][k, i]):
+            ss = tuple(s for s in cls if s in on)
+            coefs = tuple(sigma[c] for sigma, _ in sig)
+            if ss or any(coefs):
+                gpu_rows.append(((k, i, c), ss, coefs))
+        values = [w for _, _, w in data["slot_points"][k, i]]
+        for t, level in enumerate(sorted({r for _, r in sig})):
+            qs = tuple(q for q, w in enumerate(values) if w >= level - THROUGHPUT_EPS)
+            if len(qs) < len(values):
+                js = tuple(j for j, (_, r) in enumerate(sig) if r >= level)
+                floor_rows.append(((k, i, t), js, qs))
+    return v_index, gpu_rows, floor_rows
 
 
 def sym_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
@@ -494,6 +623,9 @@ def build_from_data(  # noqa: C901 - one rule per row family
         bounds=lambda m, k, i, s: (0, part_bounds(data, k, i, s)[2]),
         doc="GB of slot (k, i) on s",
     )
+    v_index, split_gpu_rows, split_floor_rows = split_rows(data)
+    m.V = pyo.Set(dimen=3, ordered=True, initialize=v_index, doc="(class, slot, split)")
+    m.v = pyo.Var(m.V, domain=bins, bounds=(0, 1), doc="spread slot (k, i) splits as sigma_j")
 
     def used(m: pyo.ConcreteModel, k: int, i: int) -> Any:
         return pyo.quicksum(m.y[k, i, p] for p in range(len(spts[k, i])))
@@ -626,6 +758,33 @@ def build_from_data(  # noqa: C901 - one rule per row family
         rule=outside_rule("mp", lambda k, i, q: spts[k, i][q][1]),
         doc="GB outside a variant's servers only for points beyond that variant.",
     )
+
+    split_slots = list(dict.fromkeys((k, i) for k, i, _ in v_index))
+    n_splits = {ki: len(data["slot_splits"][ki]) for ki in split_slots}
+
+    @m.Constraint(split_slots)
+    def cnt_split_one(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_j v[k,i,j] = sum_p y[k,i,p]: a used slot has exactly one split."""
+        return pyo.quicksum(m.v[k, i, j] for j in range(n_splits[k, i])) == used(m, k, i)
+
+    gpu_rows = {idx: (ss, coefs) for idx, ss, coefs in split_gpu_rows}
+
+    @m.Constraint(list(gpu_rows))
+    def cnt_split_gpus(m: pyo.ConcreteModel, k: int, i: int, c: int) -> Any:
+        """sum_{s in class c} a[k,i,s] = sum_j sigma_j[c] v[k,i,j]: the split is real."""
+        ss, coefs = gpu_rows[k, i, c]
+        return pyo.quicksum(m.a[k, i, s] for s in ss) == pyo.quicksum(
+            coefs[j] * m.v[k, i, j] for j in range(len(coefs)) if coefs[j]
+        )
+
+    floor_rows = {idx: (js, qs) for idx, js, qs in split_floor_rows}
+
+    @m.Constraint(list(floor_rows))
+    def cnt_split_floor(m: pyo.ConcreteModel, k: int, i: int, t: int) -> Any:
+        """sum_{j: R_j >= L_t} v[k,i,j] <= sum_{q: W_q >= L_t} y[k,i,q]: a split's floor
+        holds for the slot's point."""
+        js, qs = floor_rows[k, i, t]
+        return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
 
     @m.Constraint(slot_pairs(data))
     def sym_slot_order(m: pyo.ConcreteModel, k: int, i: int) -> Any:

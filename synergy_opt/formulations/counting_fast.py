@@ -38,6 +38,7 @@ from synergy_opt.formulations.counting import (
     part_index,
     restrict_points,
     slot_pairs,
+    split_rows,
     sym_pairs,
     variant_parts,
     variant_rows,
@@ -51,7 +52,7 @@ from synergy_opt.formulations.typed_fast import (
 )
 from synergy_opt.matrix import MatrixModel, triplet_model
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
-from synergy_opt.types import Job, PlacementPart, RoundInstance
+from synergy_opt.types import THROUGHPUT_EPS, Job, PlacementPart, RoundInstance
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
     ucol = {idx: col("u", idx, 0.0, 1.0, True) for idx in parts}
     ccol = {idx: col("cp", idx, 0.0, bounds[idx][1], True) for idx in parts}
     mcol = {idx: col("mp", idx, 0.0, bounds[idx][2], False) for idx in parts}
+    v_index, split_gpu_rows, split_floor_rows = split_rows(data)
+    vcol = {idx: col("v", idx, 0.0, 1.0, True) for idx in v_index}
 
     rows = _Rows()
     inf = math.inf
@@ -205,6 +208,17 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
             terms = [(var[k, i, s], 1.0) for s in outside]
             terms += [(ycol[k, i, q], -coef(k, i, q)) for q in qs]
             rows.add(_name(base, (k, i, j)), terms, -inf, 0.0)
+    for k, i in dict.fromkeys((k, i) for k, i, _ in v_index):
+        terms = [(vcol[k, i, j], 1.0) for j in range(len(data["slot_splits"][k, i]))]
+        terms += used(k, i, lambda p: -1.0)
+        rows.add(_name("cnt_split_one", (k, i)), terms, 0.0, 0.0)
+    for (k, i, c), ss, coefs in split_gpu_rows:
+        terms = [(acol[k, i, s], 1.0) for s in ss]
+        terms += [(vcol[k, i, j], -float(q)) for j, q in enumerate(coefs) if q]
+        rows.add(_name("cnt_split_gpus", (k, i, c)), terms, 0.0, 0.0)
+    for (k, i, t), js, qs in split_floor_rows:
+        terms = [(vcol[k, i, j], 1.0) for j in js] + [(ycol[k, i, q], -1.0) for q in qs]
+        rows.add(_name("cnt_split_floor", (k, i, t)), terms, -inf, 0.0)
     for k, i in slot_pairs(dict(data)):
         terms = used(k, i - 1) + used(k, i, lambda p: -1.0)
         rows.add(_name("sym_slot_order", (k, i)), terms, 0.0, inf)
@@ -340,22 +354,30 @@ def _start_vector(
             continue
         # The free slot and point (of a variant whose servers hold the parts) crediting the
         # most: the variant of exactly its GPU types, where the job has per-type matrices.
-        best: tuple[float, int, tuple[int, int]] | None = None
+        best: tuple[float, int, tuple[int, int], int | None] | None = None
         for ki in data["slots"]:
             if ki[0] != k or not free[ki] or not set(servers) <= set(data["slot_servers"][ki]):
                 continue
+            split = _split_of(data, ki, parts, index)
+            if split is False:
+                continue  # a split the slot does not have
+            floor = -math.inf if split is None else data["slot_splits"][ki][split][1]
             pss = data.get("point_servers", {}).get(ki)
             for v, (c, m, w) in enumerate(data["slot_points"][ki]):
                 if pss is not None and not set(servers) <= set(pss[v]):
                     continue  # the point's variant does not have these servers' types
+                if w < floor - THROUGHPUT_EPS:
+                    continue  # below the floor of the job's split
                 if c <= cores and m <= mem + 1e-6 and (best is None or w > best[0]):
-                    best = (w, v, ki)
+                    best = (w, v, ki, split)
         if best is None:
             return None
-        _, q, slot = best
+        _, q, slot, split = best
         pts = data["slot_points"][slot]
         free[slot] = False
         x[pos["y", (*slot, q)]] = 1.0
+        if split is not None:
+            x[pos["v", (*slot, split)]] = 1.0
         c_left, m_left = pts[q][0], pts[q][1]
         for pt, s in zip(parts, servers, strict=True):
             idx = (*slot, s)
@@ -368,6 +390,25 @@ def _start_vector(
             x[pos["cp", idx]] += cp
             x[pos["mp", idx]] += mp
     return x
+
+
+def _split_of(
+    data: Mapping[str, Any],
+    ki: tuple[int, int],
+    parts: Sequence[PlacementPart],
+    index: Mapping[str, int],
+) -> int | None | bool:
+    """Which split j of slot ``ki`` the parts have (GPUs per share class); None when the
+    slot has no split rows, False when the parts' split is not one of the slot's."""
+    splits = data.get("slot_splits", {}).get(ki)
+    if splits is None:
+        return None
+    classes = data["share_classes"][ki]
+    sigma = tuple(sum(pt.gpus for pt in parts if index[pt.server] in c) for c in classes)
+    for j, (sj, _) in enumerate(splits):
+        if sj == sigma:
+            return j
+    return False
 
 
 @dataclass(frozen=True, slots=True)

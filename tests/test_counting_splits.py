@@ -1,0 +1,246 @@
+"""Split-dependent floors: the counting model is exact on mixed-shape clusters.
+
+Under the ``"server"`` rule a spread job's floor is W at the sum of its servers' shares, so
+it depends on how its GPUs split over server shapes.  The model states that exactly
+(``v``, ``cnt_split_one``, ``cnt_split_gpus``, ``cnt_split_floor``; formulations/counting.md):
+
+* On tiny mixed-shape rounds the model alone equals a brute force that values every
+  allocation with the checker, and the seeds include rounds where the old restriction
+  (highest floor for every split) loses the optimum and where the old relaxation (lowest
+  floor) overstates it, so dropping or weakening the rows fails here.
+* The Pyomo reference equals the matrix fast path (columns, rows, names, optimum).
+* Rounds whose floors do not depend on the split build the same matrix as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from synergy_opt.check import check_allocation, fair_share_floor
+from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.generate import FAMILIES, family_round
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import TerminationStatus, solve_matrix
+from synergy_opt.types import (
+    Cluster,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+    build_allocation,
+)
+from tests.test_exact import _same_model
+from tests.test_exact_typed import brute_force
+
+ABS_TOL = 1e-6
+
+
+def approx(x: float) -> Any:
+    return pytest.approx(x, rel=1e-6, abs=ABS_TOL)
+
+
+def tiny_mixed_round(seed: int) -> RoundInstance:
+    """3 servers of different shapes (1-2 GPUs, 1-3 whole cores and 10-30 GB per GPU) and
+    2-3 jobs of 1-3 GPUs on a grid around their share: the per-server floors of a spread
+    job differ by split."""
+    rng = np.random.default_rng(1000 + seed)
+    servers = []
+    for i in range(3):
+        g = int(rng.integers(1, 3))
+        cores, mem = int(rng.integers(1, 4)), 10.0 * int(rng.integers(1, 4))
+        servers.append(Server(f"s{i}", g, cores * g, mem * g))
+    total = sum(s.gpus for s in servers)
+    jobs = []
+    for j in range(int(rng.integers(2, 4))):
+        g = min(int(rng.choice([1, 2, 2, 3, 3])), total)
+        cpus = sorted({g, 2 * g, 3 * g})
+        mem = [10.0 * g, 20.0 * g, 30.0 * g]
+        base = rng.uniform(0.1, 0.6, size=(len(cpus), len(mem)))
+        rows = np.round(np.cumsum(np.cumsum(base, axis=0), axis=1), 2).tolist()
+        pen = float(rng.choice([1.0, 1.0, 0.9]))
+        jobs.append(Job(f"j{j}", g, ThroughputMatrix.from_lists(cpus, mem, rows), pen))
+    return RoundInstance(f"tinymix-{seed}", Cluster(tuple(servers)), tuple(jobs), "server")
+
+
+TINY_SEEDS = range(40)
+
+
+def _optimum(data: dict[str, Any]) -> float | None:
+    res = solve_matrix(counting_fast.build_counting_matrix(data).matrix, "highs", rel_gap=1e-9)
+    return res.objective if res.status is TerminationStatus.OPTIMAL else None
+
+
+@pytest.mark.parametrize("seed", TINY_SEEDS)
+def test_tiny_mixed_shapes_equal_brute_force(seed: int) -> None:
+    """The model alone (no TUNE or OPT answer to fall back on) finds the checker's optimum."""
+    inst = tiny_mixed_round(seed)
+    runnable = select_runnable(inst)
+    want = brute_force(inst, runnable)
+    res = counting_fast.solve_counting(inst, runnable, time_limit=20, rel_gap=1e-9)
+    if want is None:
+        assert res.status is TerminationStatus.INFEASIBLE or not res.placements
+        return
+    assert res.proven and res.objective == approx(want.total_throughput)
+    alloc = build_allocation(inst, "counting", res.placements)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert res.dual_bound is not None and res.dual_bound >= want.total_throughput - ABS_TOL
+
+
+def test_tiny_rounds_need_the_split_rows() -> None:
+    """On these seeds the split matters both ways: the old restriction (every split at the
+    highest floor) misses the optimum on some, the old relaxation (every split at the
+    lowest) overstates it on others, and the exact model equals the brute force on all."""
+    below = above = with_rows = 0
+    for seed in TINY_SEEDS:
+        inst = tiny_mixed_round(seed)
+        runnable = select_runnable(inst)
+        want = brute_force(inst, runnable)
+        if want is None:
+            continue
+        exact = counting._model_data(inst, runnable)
+        with_rows += bool(exact["slot_splits"])
+        best = want.total_throughput
+        assert _optimum(exact) == approx(best)
+        high = _optimum(counting._model_data(inst, runnable, exact_splits=False))
+        low = _optimum(counting._model_data(inst, runnable, exact_splits=False, spread_floor="low"))
+        below += high is None or high < best - ABS_TOL
+        above += low is not None and low > best + ABS_TOL
+    assert with_rows >= 5 and below >= 1 and above >= 1, (with_rows, below, above)
+
+
+def test_split_floors_are_the_checkers() -> None:
+    """The splits are exactly the GPUs per share class of every real spread placement (each
+    part at most min(G_s, g - 1), two servers or more), and each split's floor is the
+    checker's fair_share_floor of such a placement."""
+    inst = family_round("mixed-shapes", 32, seed=0)
+    servers = inst.cluster.servers
+    levels = set()
+    for job in {(j.sensitivity, j.gpus): j for j in inst.jobs if j.gpus >= 2}.values():
+        classes, splits = counting._split_floors(inst, job, range(len(servers)))
+        assert len(classes) == 3
+        where = {s: c for c, run in enumerate(classes) for s in run}
+        real: dict[tuple[int, ...], float] = {}
+        rooms = [range(min(s.gpus, job.gpus - 1) + 1) for s in servers]
+        for gpus in itertools.product(*rooms):
+            if sum(gpus) != job.gpus or sum(1 for a in gpus if a) < 2:
+                continue
+            sigma = [0, 0, 0]
+            for s, a in enumerate(gpus):
+                sigma[where[s]] += a
+            parts = [PlacementPart(servers[s].name, a, 0, 0.0) for s, a in enumerate(gpus) if a]
+            floor = fair_share_floor(inst, job, parts)[1]
+            assert real.setdefault(tuple(sigma), floor) == floor  # one floor per split
+        assert dict(splits) == real
+        levels.add(len(set(real.values())))
+    assert max(levels) >= 2
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pyomo_equals_fast_on_mixed_shapes(seed: int) -> None:
+    """Same columns, rows, names and optimum; the split rows are there and not empty."""
+    inst = family_round("mixed-shapes", 32, seed=seed)
+    runnable = select_runnable(inst)
+    data = counting._model_data(inst, runnable)
+    assert data["slot_splits"] and not data["floor_gap"]
+    assert data["feasible"] and data["bound_valid"] and not data["exact"]
+    model = counting.build_from_data(data)
+    for name in ("v", "cnt_split_one", "cnt_split_gpus", "cnt_split_floor"):
+        assert len(getattr(model, name)) > 0, name
+    ref, fast = _same_model(inst, runnable, symmetry=seed == 1)
+    assert fast == approx(ref)
+
+
+def test_mixed_shapes_solved_in_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With exact split floors ``solve_counting`` needs no relaxation/restriction pair: one
+    solve, its answer keeps every floor, its bound covers it."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the two-pass path ran")
+
+    monkeypatch.setattr(counting_fast, "_solve_between_floors", refuse)
+    inst = family_round("mixed-shapes", 32, seed=1)
+    runnable = select_runnable(inst)
+    res = counting_fast.solve_counting(inst, runnable, time_limit=30)
+    assert res.proven
+    alloc = build_allocation(inst, "counting", res.placements)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert {j.id for j in alloc.jobs} == {j.id for j in runnable}
+
+
+def _digest(cm: counting_fast.CountingMatrix) -> str:
+    mm, out = cm.matrix, hashlib.sha256()
+    for f in dataclasses.fields(mm):
+        v = getattr(mm, f.name)
+        out.update(v.tobytes() if isinstance(v, np.ndarray) else repr(v).encode())
+    out.update(repr((cm.columns, cm.row_names)).encode())
+    return out.hexdigest()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_rounds_without_split_floors_build_the_same_matrix(family: str) -> None:
+    """Where no floor depends on the split (uniform clusters, the cluster-wide rule) the
+    exact split rows add nothing: the same bytes as the model without them."""
+    for rule in ("server", "cluster"):
+        inst = dataclasses.replace(family_round(family, 32, seed=1), fair_share_rule=rule)
+        runnable = select_runnable(inst)
+        new = counting._model_data(inst, runnable)
+        old = counting._model_data(inst, runnable, exact_splits=False)
+        if family == "mixed-shapes" and rule == "server":
+            assert new["slot_splits"] and _digest(
+                counting_fast.build_counting_matrix(new)
+            ) != _digest(counting_fast.build_counting_matrix(old))
+            continue
+        assert not new["slot_splits"]
+        assert _digest(counting_fast.build_counting_matrix(new)) == _digest(
+            counting_fast.build_counting_matrix(old)
+        )
+
+
+def test_warm_start_sets_the_split() -> None:
+    """A known allocation with spread jobs becomes a feasible MIP start of the exact model:
+    each spread job's split variable is set to its GPUs per share class."""
+    inst = family_round("mixed-shapes", 32, seed=2)
+    runnable = select_runnable(inst)
+    res = counting_fast.solve_counting(inst, runnable, time_limit=30)
+    assert any(len(parts) > 1 for parts in res.placements.values())
+    cm = counting_fast.build_counting_matrix(counting._model_data(inst, runnable))
+    x = counting_fast.start_from_placements(cm, res.placements)
+    assert x is not None
+    mm = cm.matrix
+    act = np.zeros(mm.num_rows)
+    for c in range(mm.num_cols):
+        lo, hi = mm.a_start[c], mm.a_start[c + 1]
+        act[mm.a_index[lo:hi]] += mm.a_value[lo:hi] * x[c]
+    assert np.all(act >= mm.row_lower - 1e-6) and np.all(act <= mm.row_upper + 1e-6)
+    assert float(mm.cost @ x) == approx(res.objective or 0.0)
+    v_on = [key for key, val in zip(cm.columns, x, strict=True) if key[0] == "v" and val > 0.5]
+    cls = {jid: k for k, ids in enumerate(cm.data["classes"]) for jid in ids}
+    with_rows = {k for k, _ in cm.data["slot_splits"]}
+    spread = [j for j, parts in res.placements.items() if len(parts) > 1 and cls[j] in with_rows]
+    assert spread and len(v_on) == len(spread)
+
+
+@pytest.mark.parametrize("seed", [7, 11, 27, 35, 55])
+def test_typed_mixed_shapes_use_the_same_rows(seed: int) -> None:
+    """Per-type matrices on mixed shapes: the split rows sit beside the spread variants
+    (a split's floor reads the slowest usable type, whatever the variant), and the model
+    alone equals the brute force of tests/test_exact_typed.py."""
+    from tests.test_exact_typed import tiny_round
+
+    inst = tiny_round(seed)
+    runnable = select_runnable(inst)
+    data = counting._model_data(inst, runnable)
+    assert data["slot_splits"] and not data["floor_gap"]
+    want = brute_force(inst, runnable)
+    assert want is not None
+    res = counting_fast.solve_counting(inst, runnable, time_limit=20, rel_gap=1e-9)
+    assert res.proven and res.objective == approx(want.total_throughput)
+    ref, fast = _same_model(inst, runnable, symmetry=False)
+    assert fast == approx(ref) == approx(want.total_throughput)
