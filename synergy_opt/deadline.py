@@ -1,0 +1,111 @@
+"""Run a call in a child process and kill it if it outlives a hard deadline.
+
+Why: HiGHS does not check its time limit everywhere.  A table-2 run of ``opt-exact`` (HiGHS
+1.16.0, split-penalty round, 128 GPUs) sat for more than ten minutes of CPU in
+``HPresolve::strengthenInequalities``, inside the presolve of a RENS sub-MIP inside a RINS
+sub-MIP, under a 20-s time limit; the same round in a fresh process finished in 20 s.  A call
+that cannot be interrupted from inside the process can only be stopped by running it in
+another one.
+
+Children come from multiprocessing's *forkserver*: a clean server process (no solver threads,
+so forking it is safe) with numpy and highspy already imported forks one child per call in
+about 30 ms; the server itself starts once per process (about a second, started early by
+:func:`warm_up`).  Where that is not possible (no forkserver on the platform, or this
+process is a daemon, which may not have children) the call runs in-process, unguarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: What the forkserver imports once, so that each child starts with them loaded.
+PRELOAD: tuple[str, ...] = ("numpy", "highspy", "synergy_opt.solve")
+
+
+class DeadlineExceeded(RuntimeError):
+    """The child outlived its deadline and was killed."""
+
+
+class ChildFailed(RuntimeError):
+    """The child died or raised (its exception's text is kept)."""
+
+
+def _context() -> Any | None:
+    """The forkserver context, or ``None`` where children are not possible here."""
+    if "forkserver" not in mp.get_all_start_methods() or mp.current_process().daemon:
+        return None
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def guard_available() -> bool:
+    """Whether :func:`run_with_deadline` really runs calls in a child here."""
+    return _context() is not None
+
+
+def warm_up() -> None:
+    """Start the forkserver now (in the background of the caller's own work)."""
+    ctx = _context()
+    if ctx is None:
+        return
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
+def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Run ``fn(*args)`` and send ``(True, result)`` or ``(False, error text)``."""
+    try:
+        out: tuple[bool, Any] = (True, fn(*args))
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as text
+        out = (False, f"{type(e).__name__}: {e}")
+    try:
+        conn.send(out)
+    finally:
+        conn.close()
+
+
+def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float) -> T:
+    """``fn(*args)`` in a child process, killed after ``deadline_s`` seconds.
+
+    ``fn`` and ``args`` must pickle (a module-level function).  Raises
+    :class:`DeadlineExceeded` when the child is killed and :class:`ChildFailed` when it
+    raised or died; runs ``fn`` in-process where no child can be started (see the module).
+    """
+    ctx = _context()
+    if ctx is None:
+        return fn(*args)
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
+    t0 = time.perf_counter()
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(max(deadline_s, 0.0)):
+            raise DeadlineExceeded(
+                f"{getattr(fn, '__name__', fn)} still running after {deadline_s:.1f} s"
+            )
+        try:
+            ok, value = recv.recv()
+        except EOFError as e:
+            raise ChildFailed(f"child exited with code {proc.exitcode}") from e
+    finally:
+        recv.close()
+        proc.join(timeout=2.0)  # a child that has sent its answer is exiting
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        log.debug("child %s: %.3f s", getattr(fn, "__name__", fn), time.perf_counter() - t0)
+    if not ok:
+        raise ChildFailed(value)
+    return value

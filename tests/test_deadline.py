@@ -1,0 +1,89 @@
+"""Guarded solves: a call in a child process, killed at a hard deadline (synergy_opt.deadline).
+
+HiGHS does not check its time limit everywhere (a presolve loop inside a sub-MIP heuristic
+ran for ten minutes under a 20-s limit), so long exact solves run in a child that is killed
+if it outlives its limit.  These tests pin the three outcomes (answer, killed, failed) and
+that a guarded solve answers exactly what the in-process one does.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+
+import numpy as np
+import pytest
+
+import synergy_opt.solve as solve_mod
+from synergy_opt.deadline import (
+    ChildFailed,
+    DeadlineExceeded,
+    guard_available,
+    run_with_deadline,
+)
+from synergy_opt.matrix import matrix_model
+from synergy_opt.solve import TerminationStatus, guard_deadline, solve_matrix
+
+pytestmark = pytest.mark.skipif(not guard_available(), reason="no forkserver on this platform")
+
+
+def _knapsack(n: int = 30, seed: int = 3):
+    """A small multi-row knapsack MIP (maximise value under two capacities)."""
+    rng = np.random.default_rng(seed)
+    w1, w2 = rng.integers(1, 20, n), rng.integers(1, 20, n)
+    cols = [[(0, float(w1[i])), (1, float(w2[i]))] for i in range(n)]
+    return matrix_model(
+        cols,
+        rng.integers(1, 30, n).astype(float),
+        [1.0] * n,
+        [True] * n,
+        [0.0, 0.0],
+        [float(w1.sum() // 3), float(w2.sum() // 3)],
+        ["cap1", "cap2"],
+        maximize=True,
+        name="knapsack",
+    )
+
+
+def test_child_answers() -> None:
+    assert run_with_deadline(operator.add, (2, 3), 30.0) == 5
+
+
+def test_child_is_killed_at_its_deadline() -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(DeadlineExceeded, match="after 0.5 s"):
+        run_with_deadline(time.sleep, (60,), 0.5)
+    assert time.perf_counter() - t0 < 20  # killed, not waited for
+
+
+def test_child_exception_comes_back_as_text() -> None:
+    with pytest.raises(ChildFailed, match="ValueError: invalid literal"):
+        run_with_deadline(int, ("x",), 30.0)
+
+
+def test_guarded_solve_equals_in_process() -> None:
+    mm = _knapsack()
+    plain = solve_matrix(mm, time_limit=30.0)
+    guarded = solve_matrix(mm, time_limit=30.0, guard=True)
+    assert guarded.status is TerminationStatus.OPTIMAL
+    assert guarded.objective == plain.objective
+    assert guarded.x is not None and plain.x is not None
+    assert np.array_equal(guarded.x, plain.x)
+
+
+def test_killed_solve_is_a_time_limit_without_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(solve_mod, "guard_deadline", lambda limit: 0.0)
+    res = solve_matrix(_knapsack(), time_limit=30.0, guard=True)
+    assert res.status is TerminationStatus.TIME_LIMIT
+    assert res.objective is None and res.dual_bound is None and res.x is None
+    assert "ran past its 30.0-s time limit" in res.message
+
+
+def test_refused_option_is_a_value_error_in_the_child_too() -> None:
+    with pytest.raises(ValueError, match="HiGHS option no_such_option"):
+        solve_matrix(_knapsack(), time_limit=5.0, guard=True, highs_options={"no_such_option": 1})
+
+
+def test_deadline_leaves_room_past_the_limit() -> None:
+    assert guard_deadline(20.0) >= 20.0 + 5.0
+    assert guard_deadline(0.0) > 0.0
