@@ -612,7 +612,13 @@ def solve_with_patterns(
                 _result(scm, res, time.perf_counter() - t0), runtime_s=time.perf_counter() - t0
             )
     res = solve_matrix(
-        scm.matrix, solver, time_limit=left, rel_gap=EXACT_REL_GAP, threads=threads, start=start
+        scm.matrix,
+        solver,
+        time_limit=left,
+        rel_gap=EXACT_REL_GAP,
+        threads=threads,
+        start=start,
+        guard=True,
     )
     out = _result(scm, res, time.perf_counter() - t0)
     if pb.bound is not None and out.dual_bound is not None and pb.bound < out.dual_bound:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from synergy_opt.check import check_allocation
+from synergy_opt.deadline import warm_up
 from synergy_opt.formulations.counting_fast import CountingResult, solve_counting
 from synergy_opt.formulations.patterns_fast import patterns_apply, round_bound
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
@@ -67,6 +68,7 @@ class OptExact:
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Solve the counting model over TUNE's runnable set, started from TUNE and ``opt``."""
         t0 = time.perf_counter()
+        warm_up()  # the guarded solves' process server starts while TUNE and opt run
         solver = self.options.solver
         limit = self.options.time_limit_s or EXACT_DEFAULT_TIME_LIMIT_S
         tune = make_mechanism("tune", self.options).allocate(inst)
