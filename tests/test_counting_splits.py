@@ -306,3 +306,23 @@ def test_without_relax_and_fix_the_solve_goes_on(monkeypatch: pytest.MonkeyPatch
     res = counting_fast.solve_counting(inst, runnable, time_limit=30)
     exact = counting_fast.solve_counting(inst, runnable, staged=False, time_limit=30)
     assert res.proven and exact.proven and res.objective == approx(exact.objective or 0.0)
+
+
+def test_fractional_cores_per_gpu_keep_the_two_floor_pair() -> None:
+    """A server with 3.5 cores per GPU rounds each part's share down on its own, so the
+    share is not linear in the GPUs per class: no split rows, the relaxation/restriction
+    pair of before, and the answer still keeps every floor."""
+    w = ThroughputMatrix.from_lists([2, 4, 6], [20.0, 40.0], [[0.2, 0.4], [0.5, 1.0], [0.9, 1.4]])
+    servers = (Server("a", 2, 7, 40.0), Server("b", 2, 4, 20.0), Server("c", 2, 4, 20.0))
+    jobs = (Job("j0", 3, w), Job("j1", 1, w))
+    inst = RoundInstance("frac", Cluster(servers), jobs, "server")
+    assert counting._share_classes(servers, range(3)) is None
+    runnable = select_runnable(inst)
+    data = counting._model_data(inst, runnable)
+    assert data["floor_gap"] and not data["slot_splits"]
+    assert counting._model_data(inst, runnable, exact_splits=False) == data
+    res = counting_fast.solve_counting(inst, runnable, time_limit=20)
+    alloc = build_allocation(inst, "counting", res.placements)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    want = brute_force(inst, runnable)
+    assert want is not None and res.objective == approx(want.total_throughput)
