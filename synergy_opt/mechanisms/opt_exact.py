@@ -8,10 +8,11 @@ allocations are its MIP starts.
 
 Where a job may spread at a split penalty the counting LP is loose (a whole job sits
 fractionally on several servers without paying the penalty): if the counting model has not
-proven its answer within :data:`FIRST_STAGE_S`, column generation over server patterns
-(:mod:`~synergy_opt.formulations.patterns_fast`) gives a tighter bound (at most
-:data:`BOUND_SHARE` of the time left; it proves the answer when it meets it), and the
-counting model then runs again for the rest of the time from the best answer so far.
+proven its answer within :data:`FIRST_STAGE_S`, branch-and-price over server patterns
+(:mod:`~synergy_opt.formulations.branch_price`: column generation's bound, branching on
+the spread decisions) gets at most :data:`BOUND_SHARE` of the time left; if it has not
+proven its answer by then, the counting model runs again for the rest of the time from
+the best answer so far, and the smaller bound of the two is kept.
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -27,11 +28,13 @@ from collections.abc import Mapping, Sequence
 
 from synergy_opt.check import check_allocation
 from synergy_opt.deadline import warm_up
+from synergy_opt.formulations.branch_price import branch_and_price
 from synergy_opt.formulations.counting_fast import CountingResult, solve_counting
-from synergy_opt.formulations.patterns_fast import patterns_apply, round_bound
+from synergy_opt.formulations.patterns_fast import patterns_apply
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import (
     THROUGHPUT_EPS,
     Allocation,
@@ -49,10 +52,10 @@ EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
 #: On rounds with penalised spreads, the counting model's first try: rounds it proves by
 #: then are solved exactly as before.
 FIRST_STAGE_S: float = 2.0
-#: Column generation's cap, as a share of the time left after the first try (it stops
-#: earlier once converged: 0.6-5.5 s on the 128-GPU split-penalty rounds from opt's start).
-#: The counting model keeps the rest: its branching sometimes closes a 128-GPU round late,
-#: and the pattern rows (``solve_with_patterns``) did not make that reliably faster.
+#: Branch-and-price's cap, as a share of the time left after the first try (it stops
+#: earlier once proven: split-penalty 128 seed 0 in about 9 s).  The counting model keeps
+#: the rest: on rounds whose leaves stay loose (seeds 1 and 2) its own branching sometimes
+#: closes a 128-GPU round late.
 BOUND_SHARE: float = 0.5
 
 
@@ -160,16 +163,33 @@ def _pattern_stage(
     left: float,
     options: MechanismOptions,
 ) -> CountingResult:
-    """The pattern bound, then the counting model again from the best answer so far."""
+    """Branch-and-price, then (unless it proved its answer) the counting model again from
+    the best answer so far; the better answer with the smaller bound."""
     t0 = time.perf_counter()
     warm = [p for p in (first.placements, *starts) if p]
-    found = round_bound(inst, runnable, time_limit=left * BOUND_SHARE, warm_start=warm)
-    if found is not None and found[0].bound is not None:
-        bound = found[0].bound
-        if first.dual_bound is None or bound < first.dual_bound:
-            first = dataclasses.replace(first, dual_bound=bound)
+    found = branch_and_price(
+        inst,
+        runnable,
+        time_limit=left * BOUND_SHARE,
+        warm_start=warm,
+        solver=options.solver,
+        threads=options.threads,
+    )
+    if found is not None:
+        if found.placements:
+            warm.insert(0, found.placements)
+            first = dataclasses.replace(
+                first,
+                objective=found.objective,
+                placements=found.placements,
+                status=TerminationStatus.TIME_LIMIT,
+            )
+        if found.bound is not None and (first.dual_bound is None or found.bound < first.dual_bound):
+            first = dataclasses.replace(first, dual_bound=found.bound)
         if first.proven:
-            return first
+            return dataclasses.replace(
+                first, status=TerminationStatus.OPTIMAL, runtime_s=first.runtime_s + found.runtime_s
+            )
     left -= time.perf_counter() - t0
     if left <= 0.1:
         return first

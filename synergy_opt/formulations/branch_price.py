@@ -1,0 +1,568 @@
+"""Branch-and-price over server patterns: proving split-penalty rounds (beyond the paper).
+
+The pattern master's LP (:mod:`~synergy_opt.formulations.patterns_fast`) bounds the
+counting optimum within 1-2 % on 128-GPU split-penalty rounds, but it leaves the spread
+decisions fractional: a slot (a spread job) half used, or used at a mix of points.  Those
+few decisions are what the counting MIP's branching on 16 identical servers cannot close.
+This module branches on them, nothing else:
+
+1. slot (k, i) used or not (sum_q y[k, i, q] = 1 or 0); a slot set unused has no parts,
+   so its parts leave the pricing problem;
+2. for a used slot, its point: one point q (y[k, i, q] = 1) or every other point.
+
+Each node's bound is the Lagrangian bound of column generation on the node's master
+(valid whenever it stops); nodes are explored best bound first and pruned against the
+incumbent.  A node whose spread decisions are all fixed is a *leaf*: the counting MIP
+with those decisions fixed (``y`` bounds) settles it; it is far smaller to prove than the
+whole round, because what remains is packing known jobs and known spread points onto
+identical servers.  Every real allocation sits in exactly one leaf (slots relabelled in
+class order), so the search is exact: when it ends, the incumbent is optimal.
+
+``formulations/patterns.md`` ("Branch-and-price") states the node master's extra pieces;
+the rest is the pattern master and pricing problem unchanged.
+
+Public API::
+
+    branch_and_price(inst, jobs, *, time_limit, warm_start, incumbent) -> BranchResult
+    Node, BranchResult        # frozen dataclasses
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from synergy_opt.formulations.counting import _model_data
+from synergy_opt.formulations.counting_fast import (
+    EXACT_REL_GAP,
+    CountingMatrix,
+    build_counting_matrix,
+    placements_from_values,
+    start_from_placements,
+)
+from synergy_opt.formulations.patterns import (
+    SHORT_PENALTY,
+    Pattern,
+    PatternCut,
+    Prices,
+    pricing_costs,
+    server_shapes,
+)
+from synergy_opt.formulations.patterns_fast import (
+    PATTERNS_PER_PRICING,
+    PRICE_EPS,
+    _highs,
+    _pattern,
+    _prices,
+    _pricing_solve,
+    _seed_patterns,
+    _server_cuts,
+    _zero_prices,
+    build_master_matrix,
+    build_pricing_matrix,
+    strengthened_counting,
+)
+from synergy_opt.matrix import MatrixModel
+from synergy_opt.solve import TerminationStatus, solve_matrix
+from synergy_opt.types import Job, PlacementPart, RoundInstance
+
+log = logging.getLogger(__name__)
+
+Slot = tuple[int, int]
+
+#: Column generation rounds per node (a guard: the node's bound is valid whenever it stops).
+NODE_ITERATIONS: int = 200
+#: The first time slice of a leaf's counting MIP; an unsettled leaf goes back into the
+#: queue (with the MIP's bound) and gets twice the time when it is next the best node, so
+#: one hard leaf cannot hold up the leaf that holds the optimum.
+LEAF_SLICE_S: float = 1.0
+#: Time for the integer master over the root's patterns (a quick incumbent).
+ROOT_IP_S: float = 1.0
+#: A master value is integral within this.
+INT_EPS: float = 1e-6
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Node:
+    """Spread decisions fixed on the way down: slots unused, slots used, points left out."""
+
+    off: frozenset[Slot] = frozenset()
+    on: frozenset[Slot] = frozenset()
+    banned: frozenset[tuple[int, int, int]] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class BranchResult:
+    """The search's outcome: best allocation found, its value, and the proven bound.
+
+    ``bound`` is the largest node bound still open when the search stopped (the incumbent's
+    value when it finished: then ``proven``); ``placements`` is empty when no allocation
+    better than the given incumbent was found.
+    """
+
+    objective: float | None
+    bound: float | None
+    placements: Mapping[str, tuple[PlacementPart, ...]]
+    nodes: int
+    leaves: int
+    proven: bool
+    runtime_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeLP:
+    bound: float | None
+    value: float
+    y: dict[tuple[int, int, int], float]
+    z: dict[int, float]
+    patterns: tuple[Pattern, ...]
+    artificial: float
+    converged: bool
+    cuts: tuple[PatternCut, ...] = ()
+
+
+def _points(data: Mapping[str, Any], ki: Slot, node: Node) -> list[int]:
+    """The points slot ``ki`` may still take at ``node``."""
+    if ki in node.off:
+        return []
+    return [q for q in range(len(data["slot_points"][ki])) if (*ki, q) not in node.banned]
+
+
+def node_master(
+    data: Mapping[str, Any], patterns: Sequence[Pattern], node: Node
+) -> tuple[MatrixModel, list[tuple[str, tuple[int, ...]]], list[str]]:
+    """The pattern master at ``node``: banned and switched-off points fixed to 0, a used
+    slot's ``cnt_one_point`` row at equality, and per used slot three ``bp_ghost`` columns
+    (GPUs, cores, GB from nowhere at -SHORT_PENALTY each) that keep it feasible before
+    patterns carry the slot's parts (they only relax it, so every bound stays valid)."""
+    mm, cols, names = build_master_matrix(data, patterns)
+    col_upper = mm.col_upper.copy()
+    for c, (name, idx) in enumerate(cols):
+        if name == "y" and (idx[:2] in node.off or idx in node.banned):
+            col_upper[c] = 0.0
+    row_lower = mm.row_lower.copy()
+    row_of = {n: r for r, n in enumerate(names)}
+    ghosts: list[tuple[int, int]] = []
+    for ki in sorted(node.on):
+        row_lower[row_of[f"cnt_one_point[{ki[0]},{ki[1]}]"]] = 1.0
+        for r, base in enumerate(("pat_spread_gpus", "pat_spread_cpus", "pat_spread_mem")):
+            ghosts.append((row_of[f"{base}[{ki[0]},{ki[1]}]"], len(cols)))
+            cols.append(("bp_ghost", (*ki, r)))
+    if not ghosts:
+        return dataclasses.replace(mm, col_upper=col_upper, row_lower=row_lower), cols, names
+    n = len(ghosts)
+    start = np.concatenate([mm.a_start, mm.a_start[-1] + np.arange(1, n + 1)]).astype(np.int32)
+    out = dataclasses.replace(
+        mm,
+        cost=np.concatenate([mm.cost, np.full(n, -SHORT_PENALTY)]),
+        col_lower=np.concatenate([mm.col_lower, np.zeros(n)]),
+        col_upper=np.concatenate([col_upper, np.full(n, math.inf)]),
+        integer=np.concatenate([mm.integer, np.zeros(n, dtype=bool)]),
+        row_lower=row_lower,
+        a_start=start,
+        a_index=np.concatenate([mm.a_index, [r for r, _ in ghosts]]).astype(np.int32),
+        a_value=np.concatenate([mm.a_value, np.ones(n)]),
+    )
+    return out, cols, names
+
+
+def _lp(mm: MatrixModel) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """Optimal value, column values and row duals of an LP; None unless optimal."""
+    import highspy
+
+    h = _highs(mm)
+    h.setOptionValue("solver", "simplex")
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    sol = h.getSolution()
+    return (
+        float(h.getInfo().objective_function_value),
+        np.asarray(sol.col_value),
+        np.asarray(sol.row_dual),
+    )
+
+
+class _Pricer:
+    """One pricing matrix per server class; slots switched off at a node lose their parts."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+        self.shapes = server_shapes(data)
+        zero = _zero_prices(data)
+        self.models = [build_pricing_matrix(data, run[0], zero) for run in self.shapes]
+
+    def price(
+        self, c: int, prices: Prices, node: Node, time_limit: float | None
+    ) -> tuple[float | None, list[Pattern], list[PatternCut]]:
+        """The best reduced value of class c's patterns at ``node`` (a proven bound), the
+        improving patterns found on the way, and the class's ``pat_dual_cut`` rows (valid
+        for every allocation of the node: its switched-off slots have no parts)."""
+        mm, pcols, _ = self.models[c]
+        s = self.shapes[c][0]
+        wx, wp = pricing_costs(self.data, s, prices)
+        cost = np.asarray([wx[idx] if n == "x" else wp[n, idx] for n, idx in pcols])
+        upper = mm.col_upper.copy()
+        for j, (name, idx) in enumerate(pcols):
+            if name != "x" and idx in node.off:
+                upper[j] = 0.0
+        top, sols = _pricing_solve(dataclasses.replace(mm, cost=cost, col_upper=upper), time_limit)
+        if top is None:
+            return None, [], []
+        out = []
+        for x in sols[:PATTERNS_PER_PRICING]:
+            if float(cost @ x) - prices.count.get(c, 0.0) <= PRICE_EPS:
+                continue
+            p = _pattern(self.data, c, s, {key: float(v) for key, v in zip(pcols, x, strict=True)})
+            if p is not None:
+                out.append(p)
+        return top, out, _server_cuts(self.data, self.shapes[c], pcols, cost, top)
+
+
+def _allowed(p: Pattern, node: Node) -> bool:
+    return not any(part[0] in node.off for part in p.parts)
+
+
+def solve_node(
+    data: Mapping[str, Any],
+    pricer: _Pricer,
+    pool: list[Pattern],
+    node: Node,
+    *,
+    prune_at: float | None,
+    deadline: float,
+) -> _NodeLP | None:
+    """Column generation at ``node``; new patterns join ``pool`` (shared by every node).
+
+    Stops when no pattern prices out, when the bound falls to ``prune_at`` (the node
+    cannot beat the incumbent), or at ``deadline``.  None when no bound was found.
+    """
+    known = set(pool)
+    best: float | None = None
+    best_cuts: tuple[PatternCut, ...] = ()
+    last: _NodeLP | None = None
+    for _ in range(NODE_ITERATIONS):
+        pats = [p for p in pool if _allowed(p, node)]
+        mm, cols, names = node_master(data, pats, node)
+        solved = _lp(mm)
+        if solved is None:
+            return None
+        value, x, duals = solved
+        prices = _prices(data, names, duals)
+        bound = value
+        added = 0
+        cuts: list[PatternCut] = []
+        for c, run in enumerate(pricer.shapes):
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return last and dataclasses.replace(last, bound=best, converged=False)
+            top, found, rows = pricer.price(c, prices, node, left)
+            if top is None:
+                return last and dataclasses.replace(last, bound=best, converged=False)
+            bound += len(run) * max(0.0, top - prices.count[c])
+            cuts += rows
+            for p in found:
+                if p not in known:
+                    known.add(p)
+                    pool.append(p)
+                    added += 1
+        if best is None or bound < best:
+            best, best_cuts = bound, tuple(cuts)
+        art = sum(float(v) for (n, _), v in zip(cols, x, strict=True) if n in ("short", "bp_ghost"))
+        last = _NodeLP(
+            best,
+            value,
+            {idx: float(v) for (n, idx), v in zip(cols, x, strict=True) if n == "y"},  # type: ignore[misc]
+            {
+                idx[0]: float(v)
+                for (n, idx), v in zip(cols, x, strict=True)
+                if n == "z" and v > INT_EPS
+            },
+            tuple(pats),
+            art,
+            added == 0,
+            best_cuts,
+        )
+        if added == 0:
+            break
+        if prune_at is not None and best <= prune_at:
+            break
+    return last
+
+
+def _children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[Node] | None:
+    """The two children of ``node`` on its first undecided spread decision; None at a leaf.
+
+    Order: a slot whose use is fractional (most fractional first), then any undecided slot
+    (the LP's most used first), then a used slot's point (the LP's heaviest point against
+    the rest).  Slots of a class are decided in class order so that only the canonical
+    labelling (slots used in order, as ``sym_slot_order`` asks) is ever built.
+    """
+    slots = list(data["slots"])
+    use = {ki: sum(lp.y.get((*ki, q), 0.0) for q in _points(data, ki, node)) for ki in slots}
+    open_ = [ki for ki in slots if ki not in node.on and ki not in node.off]
+    frac = [ki for ki in open_ if INT_EPS < use[ki] < 1 - INT_EPS]
+    pick = None
+    if frac:
+        pick = min(frac, key=lambda ki: (abs(use[ki] - 0.5), ki))
+    elif open_:
+        pick = max(open_, key=lambda ki: (use[ki], -ki[0], -ki[1]))
+    if pick is not None:
+        k, i = pick
+        same = [ki for ki in slots if ki[0] == k]
+        on = Node(node.off, node.on | {ki for ki in same if ki[1] <= i}, node.banned)
+        off = Node(node.off | {ki for ki in same if ki[1] >= i}, node.on, node.banned)
+        return [c for c in (on, off) if not (c.on & c.off)]
+    for ki in sorted(node.on):
+        pts = _points(data, ki, node)
+        if len(pts) > 1:
+            q = max(pts, key=lambda q: (lp.y.get((*ki, q), 0.0), -q))
+            only = node.banned | {(*ki, r) for r in pts if r != q}
+            return [
+                Node(node.off, node.on, only),
+                Node(node.off, node.on, node.banned | {(*ki, q)}),
+            ]
+    return None
+
+
+def _master_values(
+    data: Mapping[str, Any], lp: _NodeLP
+) -> dict[tuple[str, tuple[int, ...]], float] | None:
+    """The counting-model values of an integral master solution (None if it is not one):
+    patterns handed to servers of their class in order, spread parts trimmed to the point."""
+    if lp.artificial > INT_EPS:
+        return None
+    if any(min(v, 1 - v) > INT_EPS for v in lp.y.values()):
+        return None
+    if any(abs(v - round(v)) > INT_EPS for v in lp.z.values()):
+        return None
+    shapes = server_shapes(data)
+    free = {c: list(run) for c, run in enumerate(shapes)}
+    values: dict[tuple[str, tuple[int, ...]], float] = {}
+    parts: dict[Slot, list[list[Any]]] = {}
+    for j in sorted(lp.z):
+        p = lp.patterns[j]
+        for _ in range(int(round(lp.z[j]))):
+            s = free[p.shape].pop(0)
+            for (k, pt), cnt in p.whole:
+                key = ("x", (s, k, pt))
+                values[key] = values.get(key, 0.0) + cnt
+            for ki, a, cp, mp in p.parts:
+                parts.setdefault(ki, []).append([s, a, cp, mp])
+    for (k, i, q), v in lp.y.items():
+        if v < 0.5:
+            continue
+        values["y", (k, i, q)] = 1.0
+        c_left, m_left = data["slot_points"][k, i][q][:2]
+        for s, a, cp, mp in parts.get((k, i), []):
+            values["a", (k, i, s)] = float(a)
+            values["u", (k, i, s)] = 1.0
+            values["cp", (k, i, s)] = float(min(cp, c_left))
+            values["mp", (k, i, s)] = float(min(mp, m_left))
+            c_left -= min(cp, c_left)
+            m_left -= min(mp, m_left)
+    return values
+
+
+def _restricted_ip(
+    data: Mapping[str, Any], pool: Sequence[Pattern], node: Node, time_limit: float
+) -> _NodeLP | None:
+    """The master over the patterns so far as an integer program (no jobs left out): a
+    quick allocation from known patterns (price-and-branch's heuristic), or None."""
+    pats = [p for p in pool if _allowed(p, node)]
+    mm, cols, _ = node_master(data, pats, node)
+    keep = [c for c, (n, _) in enumerate(cols) if n != "bp_ghost"]
+    mm = dataclasses.replace(
+        mm,
+        cost=mm.cost[keep],
+        col_lower=mm.col_lower[keep],
+        col_upper=np.where([cols[c][0] == "short" for c in keep], 0.0, mm.col_upper[keep]),
+        integer=np.asarray([cols[c][0] in ("z", "y") for c in keep]),
+        a_start=mm.a_start[: len(keep) + 1],
+        a_index=mm.a_index[: int(mm.a_start[len(keep)])],
+        a_value=mm.a_value[: int(mm.a_start[len(keep)])],
+    )
+    res = solve_matrix(mm, "highs", time_limit=max(time_limit, 1e-3), rel_gap=EXACT_REL_GAP)
+    log.debug("restricted IP: %s %s bound %s", res.status, res.objective, res.dual_bound)
+    if res.x is None:
+        return None
+    x = res.x
+    return _NodeLP(
+        float(res.objective or 0.0),
+        float(res.objective or 0.0),
+        {idx: float(v) for (n, idx), v in zip(cols, x, strict=False) if n == "y"},  # type: ignore[misc]
+        {
+            idx[0]: float(round(v))
+            for (n, idx), v in zip(cols, x, strict=False)
+            if n == "z" and v > 0.5
+        },
+        tuple(pats),
+        0.0,
+        True,
+    )
+
+
+def _leaf_matrix(cm: CountingMatrix, node: Node, cuts: Sequence[PatternCut]) -> MatrixModel:
+    """The counting MIP with the node's spread decisions fixed through ``y``'s bounds and
+    the node's pattern rows (``pat_full_gpus``, ``pat_dual_cut``): its LP is then at least
+    as tight as the node's bound."""
+    data = cm.data
+    cm = strengthened_counting(data, cuts)
+    lower = cm.matrix.col_lower.copy()
+    upper = cm.matrix.col_upper.copy()
+    for c, (name, idx) in enumerate(cm.columns):
+        if name != "y":
+            continue
+        ki = (idx[0], idx[1])
+        pts = _points(data, ki, node)
+        if idx[2] not in pts:
+            upper[c] = 0.0
+        elif ki in node.on and len(pts) == 1:
+            lower[c] = 1.0
+    return dataclasses.replace(cm.matrix, col_lower=lower, col_upper=upper, name="counting_leaf")
+
+
+def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumbents
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    *,
+    time_limit: float,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
+    solver: str = "highs",
+    threads: int | None = None,
+) -> BranchResult | None:
+    """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
+
+    Returns None where the pattern model is not stated (per-type matrices, split-dependent
+    floors).  ``bound`` is valid whenever the search stops; ``proven`` when every node was
+    settled within :data:`EXACT_REL_GAP` of the incumbent.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    data = _model_data(inst, jobs)
+    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
+        return None
+    cm = build_counting_matrix(data)
+    vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
+    vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
+    inc = float(cm.matrix.cost @ vectors[0]) if vectors else -math.inf
+    found: dict[str, tuple[PlacementPart, ...]] = {}
+    nodes = leaves = count = 0
+
+    def tol() -> float:
+        return EXACT_REL_GAP * max(1.0, abs(inc)) if inc > -math.inf else 0.0
+
+    def offer(placements: Mapping[str, Sequence[PlacementPart]], what: str) -> None:
+        nonlocal inc, found
+        vec = start_from_placements(cm, placements)
+        if vec is not None and float(cm.matrix.cost @ vec) > inc + 1e-9:
+            inc = float(cm.matrix.cost @ vec)
+            found = {jid: tuple(p) for jid, p in placements.items()}
+            log.debug("branch-and-price: %s incumbent %.6g at node %d", what, inc, nodes)
+
+    pricer = _Pricer(data)
+    pool = _seed_patterns(data, cm, vectors)
+    # (-bound, tie, node, leaf time slice; 0 while the node's master is not solved)
+    heap: list[tuple[float, int, Node, float]] = [(-math.inf, 0, Node(), 0.0)]
+    cuts_of: dict[Node, tuple[PatternCut, ...]] = {}
+    while heap and time.perf_counter() < deadline:
+        key, tie, node, slice_s = heapq.heappop(heap)
+        bound = -key
+        if bound <= inc + tol():
+            continue
+        if slice_s <= 0:
+            nodes += 1
+            lp = solve_node(data, pricer, pool, node, prune_at=inc + tol(), deadline=deadline)
+            if lp is None or lp.bound is None:
+                if time.perf_counter() >= deadline:
+                    heapq.heappush(heap, (key, tie, node, 0.0))
+                    break
+                continue  # an infeasible node master: no allocation lives here
+            bound = min(bound, lp.bound)
+            if bound <= inc + tol():
+                continue
+            if not lp.converged:  # out of time (a pruned node stops early, above)
+                heapq.heappush(heap, (-bound, tie, node, 0.0))
+                break
+            values = _master_values(data, lp)
+            if values is not None:
+                offer(placements_from_values(data, values), "master")
+                if lp.bound - lp.value <= tol():
+                    continue
+            if nodes == 1:
+                left = min(ROOT_IP_S, deadline - time.perf_counter())
+                ip = _restricted_ip(data, pool, node, left)
+                values = None if ip is None else _master_values(data, ip)
+                if values is not None:
+                    offer(placements_from_values(data, values), "restricted IP")
+                if bound <= inc + tol():
+                    continue
+            kids = _children(data, node, lp)
+            if kids is not None:
+                for kid in kids:
+                    count += 1
+                    heapq.heappush(heap, (-bound, count, kid, 0.0))
+                continue
+            cuts_of[node] = lp.cuts
+            slice_s = LEAF_SLICE_S
+        leaves += 1
+        res = solve_matrix(
+            _leaf_matrix(cm, node, cuts_of[node]),
+            solver,
+            time_limit=max(min(slice_s, deadline - time.perf_counter()), 1e-3),
+            rel_gap=EXACT_REL_GAP,
+            threads=threads,
+            guard=True,  # HiGHS can run past its limit: synergy_opt.deadline
+        )
+        log.debug(
+            "leaf (slice %.1fs): %s %s bound %s in %.2fs",
+            slice_s,
+            res.status,
+            res.objective,
+            res.dual_bound,
+            res.runtime_s,
+        )
+        if res.x is not None:
+            offer(placements_from_values(data, cm.values(res.x[: cm.matrix.num_cols])), "leaf")
+        if res.status not in (TerminationStatus.OPTIMAL, TerminationStatus.INFEASIBLE):
+            if res.dual_bound is not None:
+                bound = min(bound, res.dual_bound)
+            heapq.heappush(heap, (-bound, tie, node, 2 * slice_s))
+    top = max([-k for k, *_ in heap if -k > inc + tol()], default=None)
+    if top == math.inf:  # the root's master was not solved: no bound
+        return BranchResult(
+            None if inc == -math.inf else inc,
+            None,
+            found,
+            nodes,
+            leaves,
+            False,
+            time.perf_counter() - t0,
+        )
+    runtime = time.perf_counter() - t0
+    log.debug(
+        "branch-and-price: %s bound %s after %d nodes, %d leaf solves, %d patterns, %.2fs",
+        inc,
+        top,
+        nodes,
+        leaves,
+        len(pool),
+        runtime,
+    )
+    return BranchResult(
+        None if inc == -math.inf else inc,
+        None if inc == -math.inf and top is None else (inc if top is None else top),
+        found,
+        nodes,
+        leaves,
+        top is None,
+        runtime,
+    )
