@@ -1,12 +1,14 @@
 """The counting model when a job class has no column at all.
 
 ``tiny_round(3)`` (tests/test_exact_typed.py) has a 3-GPU job on servers of at most 2 GPUs:
-it must spread, and under the per-server rule the restricted data (``spread_floor="high"``,
-the default) gives it no spread slot whose points keep the highest floor any split faces.
+it must spread, and under the per-server rule the restricted data without split rows
+(``exact_splits=False``, ``spread_floor="high"``) gives it no spread slot whose points keep
+the highest floor any split faces.
 Its class-cover row (4) then has no terms, 0 = n_k.  The matrix fast path keeps that row
 and the solver reports the model infeasible; the Pyomo builder used to raise
 ``InvalidConstraintError`` (the row resolved to a plain ``False``).  The relaxed data
-(``spread_floor="low"``) of the same round has the slots, and both builders agree on it.
+(``spread_floor="low"``) of the same round has the slots, and both builders agree on it;
+so has the default data, which holds each split to its own floor (here they agree).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def _both(data: dict[str, Any], relax: bool, backend: str) -> tuple[Any, Any]:
 @pytest.mark.parametrize("relax", [False, True])
 def test_class_without_columns_is_infeasible_in_both_builders(relax: bool, backend: str) -> None:
     inst = tiny_round(3)
-    data = counting._model_data(inst, select_runnable(inst))
+    data = counting._model_data(inst, select_runnable(inst), exact_splits=False)
     empty = _empty_classes(data)
     assert empty and all(data["n"][k] >= 1 for k in empty)
     ref, fast = _both(data, relax, backend)
@@ -68,3 +70,9 @@ def test_same_round_with_relaxed_floors_has_the_slots_and_one_optimum() -> None:
     # accepts it): the empty class costs nothing but the restricted model.
     res = counting_fast.solve_counting(inst, select_runnable(inst), time_limit=20)
     assert res.objective == pytest.approx(ref.objective, rel=REL_TOL, abs=ABS_TOL)
+    # The default data states each split's floor: the class has its slots there too.
+    exact = counting._model_data(inst, select_runnable(inst))
+    assert _empty_classes(exact) == [] and not exact["floor_gap"]
+    ref_x, fast_x = _both(exact, relax=False, backend="highs")
+    assert fast_x.objective == pytest.approx(ref.objective, rel=REL_TOL, abs=ABS_TOL)
+    assert ref_x.objective == pytest.approx(ref.objective, rel=REL_TOL, abs=ABS_TOL)
