@@ -94,7 +94,7 @@ def test_every_leaf_bound_covers_its_leaf_optimum() -> None:
         assert lp is not None and lp.bound is not None and lp.converged
         assert lp.bound >= leaf.objective - 1e-6 * max(1.0, leaf.objective), node
         # the node's pattern rows keep the leaf's optimum
-        cut = solve_matrix(bp._leaf_matrix(cm, node, lp.cuts), "highs", time_limit=60)
+        cut = solve_matrix(bp._leaf_matrix(cm, node, pricer.cuts(lp.cuts)), "highs", time_limit=60)
         assert cut.objective == pytest.approx(leaf.objective, abs=1e-5)
         best = max(best, leaf.objective)
         checked += 1

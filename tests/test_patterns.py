@@ -166,9 +166,8 @@ def test_solve_with_patterns_proves_and_declines() -> None:
 
 
 def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no time for the first stage, opt-exact proves a split-penalty round through the
-    pattern stage (branch-and-price); the answer is the counting optimum and passes the
-    checker."""
+    """opt-exact proves a split-penalty round through the pattern stage (branch-and-price);
+    the answer is the counting optimum and passes the checker."""
     from synergy_opt.check import check_allocation
 
     calls: list[int] = []
@@ -178,9 +177,8 @@ def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> No
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(opt_exact_mod, "FIRST_STAGE_S", 1e-3)
     monkeypatch.setattr(opt_exact_mod, "branch_and_price", spy)
-    inst = family_round("split-penalty", 32, 0)  # the first stage does not prove it at once
+    inst = family_round("split-penalty", 32, 0)
     alloc = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)
     ref = counting_fast.solve_counting(inst, select_runnable(inst), time_limit=60)
     assert calls and alloc.notes == ()

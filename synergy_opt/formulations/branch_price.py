@@ -82,8 +82,11 @@ Slot = tuple[int, int]
 NODE_ITERATIONS: int = 200
 #: The first time slice of a leaf's counting MIP; an unsettled leaf goes back into the
 #: queue (with the MIP's bound) and gets twice the time when it is next the best node, so
-#: one hard leaf cannot hold up the leaf that holds the optimum.
-LEAF_SLICE_S: float = 1.0
+#: one hard leaf cannot hold up the leaf that holds the optimum.  The leaf MIPs that
+#: settle split-penalty 128 seed 0 take 1.6 s (4.9 s without the node's pattern rows).
+LEAF_SLICE_S: float = 2.0
+#: A leaf not settled by slices up to this long ends the search (unproven, with its bound).
+MAX_LEAF_SLICE_S: float = 4.0
 #: Time for the integer master over the root's patterns (a quick incumbent).
 ROOT_IP_S: float = 1.0
 #: A master value is integral within this.
@@ -104,8 +107,8 @@ class BranchResult:
     """The search's outcome: best allocation found, its value, and the proven bound.
 
     ``bound`` is the largest node bound still open when the search stopped (the incumbent's
-    value when it finished: then ``proven``); ``placements`` is empty when no allocation
-    better than the given incumbent was found.
+    value when it finished: then ``proven``); ``placements`` is the best allocation known
+    (the best warm start if the search found none better; empty without either).
     """
 
     objective: float | None
@@ -126,7 +129,7 @@ class _NodeLP:
     patterns: tuple[Pattern, ...]
     artificial: float
     converged: bool
-    cuts: tuple[PatternCut, ...] = ()
+    cuts: tuple[tuple[int, np.ndarray, float], ...] = ()  # pricing (class, costs, bound)
 
 
 def _points(data: Mapping[str, Any], ki: Slot, node: Node) -> list[int]:
@@ -202,10 +205,10 @@ class _Pricer:
 
     def price(
         self, c: int, prices: Prices, node: Node, time_limit: float | None
-    ) -> tuple[float | None, list[Pattern], list[PatternCut]]:
+    ) -> tuple[float | None, list[Pattern], list[tuple[int, np.ndarray, float]]]:
         """The best reduced value of class c's patterns at ``node`` (a proven bound), the
-        improving patterns found on the way, and the class's ``pat_dual_cut`` rows (valid
-        for every allocation of the node: its switched-off slots have no parts)."""
+        improving patterns found on the way, and what the class's ``pat_dual_cut`` rows are
+        made of (:meth:`cuts`)."""
         mm, pcols, _ = self.models[c]
         s = self.shapes[c][0]
         wx, wp = pricing_costs(self.data, s, prices)
@@ -224,7 +227,15 @@ class _Pricer:
             p = _pattern(self.data, c, s, {key: float(v) for key, v in zip(pcols, x, strict=True)})
             if p is not None:
                 out.append(p)
-        return top, out, _server_cuts(self.data, self.shapes[c], pcols, cost, top)
+        return top, out, [(c, cost, top)]
+
+    def cuts(self, made: Sequence[tuple[int, np.ndarray, float]]) -> tuple[PatternCut, ...]:
+        """``pat_dual_cut`` per server from pricing's costs and bounds: valid for every
+        allocation of the node priced (its switched-off slots have no parts)."""
+        out: list[PatternCut] = []
+        for c, cost, top in made:
+            out += _server_cuts(self.data, self.shapes[c], self.models[c][1], cost, top)
+        return tuple(out)
 
 
 def _allowed(p: Pattern, node: Node) -> bool:
@@ -247,7 +258,7 @@ def solve_node(
     """
     known = set(pool)
     best: float | None = None
-    best_cuts: tuple[PatternCut, ...] = ()
+    best_cuts: tuple[tuple[int, np.ndarray, float], ...] = ()
     last: _NodeLP | None = None
     for _ in range(NODE_ITERATIONS):
         pats = [p for p in pool if _allowed(p, node)]
@@ -259,7 +270,7 @@ def solve_node(
         prices = _prices(data, names, duals)
         bound = value
         added = 0
-        cuts: list[PatternCut] = []
+        cuts: list[tuple[int, np.ndarray, float]] = []
         for c, run in enumerate(pricer.shapes):
             left = deadline - time.perf_counter()
             if left <= 0:
@@ -451,10 +462,13 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
         return None
     cm = build_counting_matrix(data)
-    vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
-    vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
+    known = [(p, start_from_placements(cm, p)) for p in warm_start]
+    known = sorted(
+        ((p, v) for p, v in known if v is not None), key=lambda pv: -float(cm.matrix.cost @ pv[1])
+    )
+    vectors = [v for _, v in known]
     inc = float(cm.matrix.cost @ vectors[0]) if vectors else -math.inf
-    found: dict[str, tuple[PlacementPart, ...]] = {}
+    found = {jid: tuple(p) for jid, p in known[0][0].items()} if known else {}
     nodes = leaves = count = 0
 
     def tol() -> float:
@@ -511,8 +525,17 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     count += 1
                     heapq.heappush(heap, (-bound, count, kid, 0.0))
                 continue
-            cuts_of[node] = lp.cuts
-            slice_s = LEAF_SLICE_S
+            cuts_of[node] = pricer.cuts(lp.cuts)
+            # back into the queue at its own bound: its MIP runs when it is the best node
+            heapq.heappush(heap, (-bound, tie, node, LEAF_SLICE_S))
+            continue
+        if slice_s > MAX_LEAF_SLICE_S:
+            # the best node is a leaf whose MIP stalls: the pattern LP stays loose there
+            # (the counting MIP over the whole round, which opt-exact runs next, sometimes
+            # closes such rounds); stop with the bound
+            heapq.heappush(heap, (key, tie, node, slice_s))
+            log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
+            break
         leaves += 1
         res = solve_matrix(
             _leaf_matrix(cm, node, cuts_of[node]),

@@ -7,12 +7,11 @@ identical jobs so that 128- and 512-GPU rounds are proven in seconds.  TUNE's an
 allocations are its MIP starts.
 
 Where a job may spread at a split penalty the counting LP is loose (a whole job sits
-fractionally on several servers without paying the penalty): if the counting model has not
-proven its answer within :data:`FIRST_STAGE_S`, branch-and-price over server patterns
-(:mod:`~synergy_opt.formulations.branch_price`: column generation's bound, branching on
-the spread decisions) gets at most :data:`BOUND_SHARE` of the time left; if it has not
-proven its answer by then, the counting model runs again for the rest of the time from
-the best answer so far, and the smaller bound of the two is kept.
+fractionally on several servers without paying the penalty): there branch-and-price over
+server patterns (:mod:`~synergy_opt.formulations.branch_price`: column generation's bound,
+branching on the spread decisions) runs first, for at most :data:`BOUND_SHARE` of the time
+left; if it has not proven its answer by then, the counting model runs for the rest of the
+time from the best answer so far, and the smaller bound of the two is kept.
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -49,14 +48,10 @@ log = logging.getLogger(__name__)
 #: ``opt-exact`` without ``--time-limit`` stops after this many seconds (it is exponential
 #: in the worst case; 128-GPU rounds of every family are meant to close within 10 s).
 EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
-#: On rounds with penalised spreads, the counting model's first try: rounds it proves by
-#: then are solved exactly as before.
-FIRST_STAGE_S: float = 2.0
-#: Branch-and-price's cap, as a share of the time left after the first try (it stops
-#: earlier once proven: split-penalty 128 seed 0 in about 9 s).  The counting model keeps
-#: the rest: on rounds whose leaves stay loose (seeds 1 and 2) its own branching sometimes
-#: closes a 128-GPU round late.
-BOUND_SHARE: float = 0.5
+#: Branch-and-price's cap, as a share of the time left after TUNE and ``opt`` (it stops
+#: earlier once proven, or when a leaf stalls).  The counting model keeps the rest: on
+#: rounds whose leaves stay loose its own branching sometimes closes a 128-GPU round late.
+BOUND_SHARE: float = 0.6
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
@@ -88,18 +83,18 @@ class OptExact:
             if {ja.id for ja in a.jobs} == ids
         ]
         left = max(limit - (time.perf_counter() - t0), 1e-3)
-        staged = patterns_apply(inst, runnable)
-        res = solve_counting(
-            inst,
-            runnable,
-            solver=solver,
-            time_limit=min(left, FIRST_STAGE_S) if staged else left,
-            threads=self.options.threads,
-            warm_start=starts,
-        )
-        left = limit - (time.perf_counter() - t0)
-        if staged and not res.proven and left > 0.1:
-            res = _pattern_stage(inst, runnable, res, starts, left, self.options)
+        res = None
+        if patterns_apply(inst, runnable):
+            res = _pattern_stage(inst, runnable, starts, left, self.options)
+        if res is None:
+            res = solve_counting(
+                inst,
+                runnable,
+                solver=solver,
+                time_limit=left,
+                threads=self.options.threads,
+                warm_start=starts,
+            )
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
         # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
         # one below the counting model's incumbent is no bound (the per-server floors of a
@@ -158,41 +153,40 @@ def _relabelled(
 def _pattern_stage(
     inst: RoundInstance,
     runnable: Sequence[Job],
-    first: CountingResult,
     starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
     left: float,
     options: MechanismOptions,
-) -> CountingResult:
-    """Branch-and-price, then (unless it proved its answer) the counting model again from
-    the best answer so far; the better answer with the smaller bound."""
+) -> CountingResult | None:
+    """Branch-and-price, then (unless it proved its answer) the counting model for the rest
+    of the time from the best answer so far: the better answer with the smaller bound.
+    None where branch-and-price does not apply (the counting model alone then)."""
     t0 = time.perf_counter()
-    warm = [p for p in (first.placements, *starts) if p]
     found = branch_and_price(
         inst,
         runnable,
         time_limit=left * BOUND_SHARE,
-        warm_start=warm,
+        warm_start=starts,
         solver=options.solver,
         threads=options.threads,
     )
-    if found is not None:
-        if found.placements:
-            warm.insert(0, found.placements)
-            first = dataclasses.replace(
-                first,
-                objective=found.objective,
-                placements=found.placements,
-                status=TerminationStatus.TIME_LIMIT,
-            )
-        if found.bound is not None and (first.dual_bound is None or found.bound < first.dual_bound):
-            first = dataclasses.replace(first, dual_bound=found.bound)
-        if first.proven:
-            return dataclasses.replace(
-                first, status=TerminationStatus.OPTIMAL, runtime_s=first.runtime_s + found.runtime_s
-            )
+    if found is None:
+        return None
+    first = CountingResult(
+        TerminationStatus.OPTIMAL if found.proven else TerminationStatus.TIME_LIMIT,
+        found.objective if found.placements else None,
+        found.bound,
+        None,
+        found.runtime_s,
+        0.0,
+        "highs",
+        0,
+        0,
+        found.placements,
+    )
     left -= time.perf_counter() - t0
-    if left <= 0.1:
+    if first.proven or left <= 0.1:
         return first
+    warm = [p for p in (found.placements, *starts) if p]
     more = solve_counting(
         inst,
         runnable,
