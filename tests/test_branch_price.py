@@ -174,3 +174,66 @@ def test_property_equals_counting_on_tiny_rounds(inst: Any) -> None:
         assert res.bound >= plain.objective - 1e-6 * max(1.0, plain.objective)
     if res.proven:
         assert res.objective == pytest.approx(plain.objective, rel=REL, abs=1e-6)
+
+
+def _node_pool(data: dict[str, Any]) -> tuple[list[Any], list[bp.Node]]:
+    """Patterns from a few nodes' column generation, and nodes of every kind."""
+    slots = list(data["slots"])
+    assert len(slots) >= 2
+    a, b = slots[0], slots[1]
+    nodes = [
+        bp.Node(),
+        bp.Node(on=frozenset({a})),
+        bp.Node(off=frozenset({a}), on=frozenset({b}), banned=frozenset({(*b, 0)})),
+    ]
+    pricer = bp._Pricer(data)
+    pool: list[Any] = []
+    for node in nodes:
+        bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+    return pool, nodes
+
+
+def test_node_master_pyomo_equals_matrix() -> None:
+    """The node master's Pyomo reference (patterns.build_master with off/on/banned) and its
+    matrix have the same LP optimum at nodes that switch slots off, on, and ban points."""
+    import pyomo.environ as pyo
+
+    from synergy_opt.formulations import patterns
+    from synergy_opt.solve import pyomo_to_matrix
+
+    inst = family_round("split-penalty", 32, 4)
+    data = counting._model_data(inst, select_runnable(inst))
+    pool, nodes = _node_pool(data)
+    for node in nodes:
+        mm, _, _ = bp.node_master(data, pool, node)
+        fast = solve_matrix(mm, "highs")
+        ref = patterns.build_master(data, pool, off=node.off, on=node.on, banned=node.banned)
+        rm, _ = pyomo_to_matrix(ref)
+        slow = solve_matrix(rm, "highs")
+        assert fast.status is TerminationStatus.OPTIMAL and slow.status is fast.status
+        assert fast.objective == pytest.approx(slow.objective, abs=1e-6), node
+        assert hasattr(ref, "bp_ghost") == bool(node.on)
+        assert isinstance(ref, pyo.ConcreteModel)
+
+
+def test_md_names_the_node_master_components() -> None:
+    """branch_price.md has one heading per component the node master adds, and no other."""
+    import re
+
+    import pyomo.environ as pyo
+
+    from synergy_opt.formulations import patterns
+    from tests.conftest import ROOT
+
+    inst = family_round("split-penalty", 32, 4)
+    data = counting._model_data(inst, select_runnable(inst))
+    pool, nodes = _node_pool(data)
+    kinds = (pyo.Var, pyo.Constraint, pyo.Objective)
+
+    def names(m: pyo.ConcreteModel) -> set[str]:
+        return {c.local_name for c in m.component_objects(kinds, descend_into=False)}
+
+    root = names(patterns.build_master(data, pool))
+    node = names(patterns.build_master(data, pool, on=nodes[1].on))
+    text = (ROOT / "formulations" / "branch_price.md").read_text(encoding="utf-8")
+    assert set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE)) == node - root

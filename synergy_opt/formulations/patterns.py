@@ -211,10 +211,22 @@ def build_pricing(  # noqa: C901 - one rule per row family
     return m
 
 
-def build_master(
-    data: Mapping[str, Any], patterns: Sequence[Pattern], *, relax: bool = True
+def build_master(  # noqa: C901 - one rule per row family
+    data: Mapping[str, Any],
+    patterns: Sequence[Pattern],
+    *,
+    relax: bool = True,
+    off: frozenset[tuple[int, int]] = frozenset(),
+    on: frozenset[tuple[int, int]] = frozenset(),
+    banned: frozenset[tuple[int, int, int]] = frozenset(),
 ) -> pyo.ConcreteModel:
-    """The pattern master over ``patterns``: how many servers of each class use each."""
+    """The pattern master over ``patterns``: how many servers of each class use each.
+
+    ``off``, ``on``, ``banned``: a branch-and-price node's spread decisions
+    (``formulations/branch_price.md``): slots unused (their points fixed to 0), slots used
+    (``cnt_one_point`` at equality, and ``bp_ghost`` columns that keep the master feasible
+    before patterns carry their parts), points left out.
+    """
     import pyomo.environ as pyo
 
     shapes = server_shapes(data)
@@ -233,6 +245,14 @@ def build_master(
     )
     m.y = pyo.Var(m.Y, domain=pyo.UnitInterval if relax else pyo.Binary, bounds=(0, 1))
     m.short = pyo.Var(m.K, domain=pyo.NonNegativeReals, doc="jobs left out, at a penalty")
+    for k, i, q in m.Y:
+        if (k, i) in off or (k, i, q) in banned:
+            m.y[k, i, q].fix(0)
+    ghosts = [(k, i, r) for k, i in sorted(on) for r in range(3)]
+    if ghosts:
+        m.bp_ghost = pyo.Var(
+            ghosts, domain=pyo.NonNegativeReals, doc="GPUs, cores, GB of a used slot from nowhere"
+        )
     whole = [dict(p.whole) for p in patterns]
     parts = [{ki: (a, c, mm) for ki, a, c, mm in p.parts} for p in patterns]
 
@@ -249,6 +269,7 @@ def build_master(
             pyo.quicksum(patterns[j].value * m.z[j] for j in m.J)
             + pyo.quicksum(spts[k, i][q][2] * m.y[k, i, q] for k, i, q in m.Y)
             - SHORT_PENALTY * pyo.quicksum(m.short[k] for k in m.K)
+            - SHORT_PENALTY * pyo.quicksum(m.bp_ghost[idx] for idx in ghosts)
         )
 
     @m.Constraint(m.K)
@@ -267,12 +288,14 @@ def build_master(
 
     @m.Constraint(list(data["slots"]))
     def cnt_one_point(m: pyo.ConcreteModel, k: int, i: int) -> Any:
-        """A slot holds at most one job, at one point."""
-        return used(m, k, i) <= 1
+        """A slot holds at most one job, at one point (exactly one where a node uses it)."""
+        return used(m, k, i) == 1 if (k, i) in on else used(m, k, i) <= 1
 
     def link(pos: int) -> Any:
         def rule(m: pyo.ConcreteModel, k: int, i: int) -> Any:
             got = pyo.quicksum(parts[j][k, i][pos] * m.z[j] for j in m.J if (k, i) in parts[j])
+            if (k, i) in on:
+                got = got + m.bp_ghost[k, i, pos]
             if pos == 0:
                 return got == g[k] * used(m, k, i)
             return got >= used(m, k, i, pos - 1)
