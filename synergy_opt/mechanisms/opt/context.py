@@ -86,9 +86,12 @@ class RoundContext:
         vertex: bool = True,
         node_limit: int | None = None,
         start: np.ndarray | None = None,
+        highs_options: Mapping[str, bool | int | float | str] | None = None,
     ) -> SolveResult:
         """Solve ``mm`` with the round's solver options and what is left of its time
-        (``start``: a feasible solution the MIP starts from)."""
+        (``start``: a feasible solution the MIP starts from; ``highs_options``: set on
+        HiGHS after :data:`OPT_HIGHS_OPTIONS`)."""
+        options = {**OPT_HIGHS_OPTIONS, **(highs_options or {})}
         return solve_matrix(
             mm,
             self.options.solver,
@@ -98,7 +101,7 @@ class RoundContext:
             vertex=vertex,
             node_limit=node_limit,
             start=start,
-            highs_options=OPT_HIGHS_OPTIONS,
+            highs_options=options,
         )
 
     def must_spread(self, job: Job) -> bool:

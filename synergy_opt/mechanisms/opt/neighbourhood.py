@@ -25,8 +25,9 @@ round's total rises.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -82,6 +83,20 @@ LNS_NODES: int = 1000
 #: is this close to its bound: the last fraction of a neighbourhood's gain is not worth
 #: seconds of branching).
 LNS_REL_GAP: int = 1
+#: HiGHS options of the neighbourhood MIPs.  Their root bound is usually tight at once and
+#: the time goes into separating cuts and sub-MIP heuristics until the incumbent is found
+#: (a 200-column 6-server MIP of the 512-GPU multi-GPU round seed 1: 2972 cuts, 0.8 s); a
+#: small cut pool and no RINS/RENS sub-MIPs cut that.  Measured on the 36 cold rounds of
+#: table 3 (single- and multi-GPU, 128 and 512 GPUs, seeds 0-8, fresh ``opt`` each,
+#: interleaved): 7.2 s CPU with HiGHS's defaults, 6.4 s with the pool alone, 6.1 s with
+#: both; the same totals on every round but one (multi-GPU 128 GPUs, higher).
+LNS_HIGHS_OPTIONS: Mapping[str, bool | int | float | str] = MappingProxyType(
+    {
+        "mip_pool_soft_limit": 100,
+        "mip_heuristic_run_rins": False,
+        "mip_heuristic_run_rens": False,
+    }
+)
 #: Minimal relative gain for accepting a neighbourhood's answer.
 LNS_MIN_GAIN: float = 1e-7
 
@@ -403,7 +418,13 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     # without a start, 28.77 with one; split-penalty 128 seed 1 57.24 against 56.75).
     warm = start or len(hood) <= min(LNS_SERVERS) < len(servers)
     x0 = _start(state, all_parts, class_list, owner, index) if warm else None
-    res = ctx.solve(mm, rel_gap=LNS_REL_GAP / 1000.0, node_limit=LNS_NODES, start=x0)
+    res = ctx.solve(
+        mm,
+        rel_gap=LNS_REL_GAP / 1000.0,
+        node_limit=LNS_NODES,
+        start=x0,
+        highs_options=LNS_HIGHS_OPTIONS,
+    )
     if res.x is None:
         log.debug("neighbourhood %s: sub-MIP ended %s", hood, res.status)
         return None
