@@ -202,6 +202,7 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(opt_mod.Opt, "_direct_points", staticmethod(lambda *_: None))
     monkeypatch.setattr(opt_mod.mechanism, "reoptimise", fail)
+    monkeypatch.setattr(opt_mod.mechanism, "solve_points", fail)  # re-optimised plans
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     alloc = run("opt", inst)
     assert alloc.notes and "no whole-GPU placement" in alloc.notes[0]

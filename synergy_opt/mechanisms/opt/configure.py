@@ -17,10 +17,13 @@ memory are flows over the servers it spans, the transportation view of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from synergy_opt.formulations.fast import class_key, useful_points
-from synergy_opt.matrix import matrix_model
+from synergy_opt.matrix import MatrixModel, matrix_model
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.transport import deploy
+from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import PlacementPart
 
 #: Relative gap of the re-optimisation: its answer is a deployable point set, the bound of
@@ -30,10 +33,39 @@ CONFIGURE_REL_GAP: float = 1e-4
 CONFIGURE_NODES: int = 500
 
 
+@dataclass(frozen=True, slots=True)
+class PointModel:
+    """The re-optimisation MIP of one plan and what its columns stand for."""
+
+    plan: GpuPlan
+    matrix: MatrixModel
+    #: Per column: ("z", group, point), ("x", spread job index, point) or ("f", job, -).
+    owner: tuple[tuple[str, int, Point], ...]
+    #: Job ids of each (server, class) group of whole jobs, priority order.
+    groups: tuple[tuple[str, ...], ...]
+    #: Ids of the plan's spread jobs.
+    spread: tuple[str, ...]
+
+
 def reoptimise(
     ctx: RoundContext, plan: GpuPlan
 ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
     """The best points deployable on ``plan`` and their placement parts."""
+    return solve_points(ctx, point_model(ctx, plan))
+
+
+def relaxation_bound(ctx: RoundContext, model: PointModel) -> float | None:
+    """The LP relaxation's optimum: no point set on the plan beats it (``None``: no
+    optimum).  A few ms where the MIP takes 10-200 ms on 512-GPU multi-GPU rounds, so
+    the mechanism ranks plans by it and skips those that cannot beat its best."""
+    res = ctx.solve(model.matrix.relaxed())
+    if res.status is not TerminationStatus.OPTIMAL or res.objective is None:
+        return None
+    return res.objective
+
+
+def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
+    """The re-optimisation MIP of ``plan`` (rows as in the module docstring)."""
     inst = ctx.inst
     servers = inst.cluster.servers
     jobs = {j.id: j for j in ctx.runnable}
@@ -106,24 +138,33 @@ def reoptimise(
     mm = matrix_model(
         cols, cost, upper, integer, row_lo, row_hi, names, maximize=True, name="per_server_flow"
     )
-    res = ctx.solve(mm, rel_gap=CONFIGURE_REL_GAP, node_limit=CONFIGURE_NODES)
+    return PointModel(
+        plan, mm, tuple(owner), tuple(tuple(groups[k]) for k in group_keys), tuple(spread)
+    )
+
+
+def solve_points(
+    ctx: RoundContext, model: PointModel
+) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
+    """Solve ``model`` (node-limited): the best points on its plan and their parts."""
+    res = ctx.solve(model.matrix, rel_gap=CONFIGURE_REL_GAP, node_limit=CONFIGURE_NODES)
     if res.x is None:
         raise RoundingError(f"per-server re-optimisation ended {res.status} ({res.solver})")
 
     chosen: dict[str, Point] = {}
-    per_group: list[list[tuple[Point, int]]] = [[] for _ in group_keys]
-    for (kind, i, pt), v in zip(owner, res.x, strict=True):
+    per_group: list[list[tuple[Point, int]]] = [[] for _ in model.groups]
+    for (kind, i, pt), v in zip(model.owner, res.x, strict=True):
         n = int(round(float(v)))
         if kind == "z" and n > 0:
             per_group[i].append((pt, n))
         elif kind == "x" and n > 0:
-            chosen[spread[i]] = pt
-    for gi, key in enumerate(group_keys):
-        pending = iter(groups[key])  # priority order: better points to earlier jobs
+            chosen[model.spread[i]] = pt
+    for gi, members in enumerate(model.groups):
+        pending = iter(members)  # priority order: better points to earlier jobs
         for pt, n in sorted(per_group[gi], key=lambda pn: (-pn[0][2], pn[0][0], pn[0][1])):
             for _ in range(n):
                 chosen[next(pending)] = pt
-    parts = deploy(inst, plan, chosen)
+    parts = deploy(ctx.inst, model.plan, chosen)
     if parts is None:  # pragma: no cover - the MIP's flows are a feasible transportation
         raise RoundingError("re-optimised points do not deploy (numerical trouble)")
     return chosen, parts

@@ -23,7 +23,13 @@ from synergy_opt.formulations.typed_fast import (
     super_machine_matrix,
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
-from synergy_opt.mechanisms.opt.configure import reoptimise
+from synergy_opt.mechanisms.opt.configure import (
+    PointModel,
+    point_model,
+    relaxation_bound,
+    reoptimise,
+    solve_points,
+)
 from synergy_opt.mechanisms.opt.context import (
     OPT_HIGHS_OPTIONS,
     Clock,
@@ -34,6 +40,7 @@ from synergy_opt.mechanisms.opt.context import (
 )
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
+from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
@@ -60,6 +67,9 @@ TARGET_GAP: float = 2e-3
 #: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
 #: as they are: those that over-commit cores and memory least.
 REOPTIMISED_PLANS: int = 3
+#: A re-optimised plan is skipped when its LP bound is below the best total found by more
+#: than this fraction (solver tolerance: such a plan cannot beat it).
+PRUNE_EPS: float = 1e-7
 #: Solver threads when the options leave them open: OPT's MIPs are small (tens to a few
 #: thousand columns), where HiGHS's parallel scheduler costs more than it saves (measured on
 #: 128-GPU single-GPU super-machines: 8-17 ms CPU and 30-90 ms wall per solve with the
@@ -558,18 +568,43 @@ class Opt:
                 continue
             pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
         if best is None or best[1].total < target:
-            for _, _, name, plan in sorted(pending, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]:
+            chosen = sorted(pending, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]
+            models: list[tuple[float, int, str, PointModel]] = []
+            for _, order, name, plan in chosen:
                 try:
-                    points, _ = reoptimise(ctx, plan)
+                    model = point_model(ctx, plan)
                 except RoundingError as e:
                     errors.append(f"{name}: {e}")
                     log.info("opt on %s: %s: %s", inst.name, name, e)
                     continue
-                if keep(name, plan, points).total >= target:
+                lp = relaxation_bound(ctx, model) if len(chosen) > 1 else None
+                models.append((float("inf") if lp is None else lp, order, name, model))
+            # Highest LP bound first; a plan whose bound is below the best total found
+            # cannot beat it, and neither can any later one (saved 200 of 310 ms on the
+            # 512-GPU multi-GPU round seed 4; the same answers).
+            for lp, _, name, model in sorted(models, key=lambda t: (-t[0], t[1])):
+                if best is not None and lp < best[1].total - PRUNE_EPS * max(1.0, best[1].total):
+                    log.info(
+                        "opt on %s: %s cannot beat %.6g (LP %.6g)",
+                        inst.name,
+                        name,
+                        best[1].total,
+                        lp,
+                    )
+                    break
+                try:
+                    points, _ = solve_points(ctx, model)
+                except RoundingError as e:
+                    errors.append(f"{name}: {e}")
+                    log.info("opt on %s: %s: %s", inst.name, name, e)
+                    continue
+                if keep(name, model.plan, points).total >= target:
                     break
         if best is None:
             return None, errors
         state = best[1]
+        if state.total < target:
+            state = spread_move(ctx, state, target)
         if state.total < target:
             state = improve(ctx, state, target)
         parts = placements(ctx, state)
