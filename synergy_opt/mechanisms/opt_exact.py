@@ -51,7 +51,7 @@ EXACT_DEFAULT_TIME_LIMIT_S: float = 60.0
 #: Branch-and-price's cap, as a share of the time left after TUNE and ``opt`` (it stops
 #: earlier once proven, or when a leaf stalls).  The counting model keeps the rest: on
 #: rounds whose leaves stay loose its own branching sometimes closes a 128-GPU round late.
-BOUND_SHARE: float = 0.6
+BOUND_SHARE: float = 0.85
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
