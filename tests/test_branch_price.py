@@ -237,3 +237,52 @@ def test_md_names_the_node_master_components() -> None:
     node = names(patterns.build_master(data, pool, on=nodes[1].on))
     text = (ROOT / "formulations" / "branch_price.md").read_text(encoding="utf-8")
     assert set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE)) == node - root
+
+
+def test_whole_point_children_split_a_leaf_and_keep_valid_bounds() -> None:
+    """Below the spread decisions, a one-member class's whole point splits a leaf into
+    "only p" and "not p": each child's bound covers its own best allocation, and the
+    better child holds the leaf's optimum (nothing is lost)."""
+    inst = family_round("split-penalty", 32, 4)
+    run = select_runnable(inst)
+    data = counting._model_data(inst, run)
+    cm = counting_fast.build_counting_matrix(data)
+    pricer = bp._Pricer(data)
+    pool: list[Any] = []
+    points: dict[int, set[int]] = {}
+    for _, k, p in data["x_index"]:
+        if data["n"][k] == 1:
+            points.setdefault(k, set()).add(p)
+    k = min(kk for kk, ps in points.items() if len(ps) >= 2)
+    p = min(points[k])
+    parent = bp.Node(off=frozenset(data["slots"]))  # every job whole
+    lp = bp._NodeLP(0.0, 0.0, {}, {0: 0.5}, (_pattern_with(k, p),), 0.0, True)
+    kids = bp._point_children(data, parent, lp)
+    assert kids is not None and len(kids) == 2
+    assert kids[1].xbanned == {(k, p)}
+    assert kids[0].xbanned == {(k, q) for q in points[k] if q != p}
+
+    def leaf(node: bp.Node) -> float:
+        res = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+        if res.status is TerminationStatus.INFEASIBLE:
+            return -math.inf
+        assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
+        return res.objective
+
+    whole = leaf(parent)
+    got = []
+    for kid in kids:
+        best = leaf(kid)
+        node_lp = bp.solve_node(data, pricer, pool, kid, prune_at=None, deadline=math.inf)
+        if best > -math.inf:
+            assert node_lp is not None and node_lp.bound is not None
+            assert node_lp.bound >= best - 1e-6 * max(1.0, best), kid
+        got.append(best)
+    assert max(got) == pytest.approx(whole, rel=1e-9)
+
+
+def _pattern_with(k: int, p: int) -> Any:
+    """A pattern holding one class-k job whole at point p (nothing else)."""
+    from synergy_opt.formulations.patterns import Pattern
+
+    return Pattern(0, (((k, p), 1),), (), 1.0)

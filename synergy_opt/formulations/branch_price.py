@@ -82,24 +82,30 @@ Slot = tuple[int, int]
 NODE_ITERATIONS: int = 200
 #: The first time slice of a leaf's counting MIP; an unsettled leaf goes back into the
 #: queue (with the MIP's bound) and gets twice the time when it is next the best node, so
-#: one hard leaf cannot hold up the leaf that holds the optimum.  The leaf MIPs that
-#: settle split-penalty 128 seed 0 take 1.6 s (4.9 s without the node's pattern rows).
-LEAF_SLICE_S: float = 2.0
+#: one hard leaf cannot hold up the leaf that holds the optimum.  Slices alternate between
+#: the plain leaf MIP and the one with the node's pattern rows: neither is always faster
+#: (split-penalty 128 seed 0's optimal leaf: 4.9 s plain, 1.6 s with the rows; seed 1's:
+#: 0.5 s plain, 6.8 s with them).
+LEAF_SLICE_S: float = 1.0
 #: A leaf not settled by slices up to this long ends the search (unproven, with its bound).
 MAX_LEAF_SLICE_S: float = 4.0
 #: Time for the integer master over the root's patterns (a quick incumbent).
 ROOT_IP_S: float = 1.0
+#: The same at a leaf, before its counting MIP.
+LEAF_IP_S: float = 0.5
 #: A master value is integral within this.
 INT_EPS: float = 1e-6
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class Node:
-    """Spread decisions fixed on the way down: slots unused, slots used, points left out."""
+    """Decisions fixed on the way down: slots unused, slots used, their points left out,
+    and whole-job points (k, p) left out (one-member classes, below the spread decisions)."""
 
     off: frozenset[Slot] = frozenset()
     on: frozenset[Slot] = frozenset()
     banned: frozenset[tuple[int, int, int]] = frozenset()
+    xbanned: frozenset[tuple[int, int]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +221,7 @@ class _Pricer:
         cost = np.asarray([wx[idx] if n == "x" else wp[n, idx] for n, idx in pcols])
         upper = mm.col_upper.copy()
         for j, (name, idx) in enumerate(pcols):
-            if name != "x" and idx in node.off:
+            if (name != "x" and idx in node.off) or (name == "x" and idx in node.xbanned):
                 upper[j] = 0.0
         top, sols = _pricing_solve(dataclasses.replace(mm, cost=cost, col_upper=upper), time_limit)
         if top is None:
@@ -239,7 +245,9 @@ class _Pricer:
 
 
 def _allowed(p: Pattern, node: Node) -> bool:
-    return not any(part[0] in node.off for part in p.parts)
+    return not any(part[0] in node.off for part in p.parts) and not any(
+        kp in node.xbanned for kp, _ in p.whole
+    )
 
 
 def solve_node(
@@ -329,8 +337,8 @@ def _children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[Node] | 
     if pick is not None:
         k, i = pick
         same = [ki for ki in slots if ki[0] == k]
-        on = Node(node.off, node.on | {ki for ki in same if ki[1] <= i}, node.banned)
-        off = Node(node.off | {ki for ki in same if ki[1] >= i}, node.on, node.banned)
+        on = dataclasses.replace(node, on=node.on | {ki for ki in same if ki[1] <= i})
+        off = dataclasses.replace(node, off=node.off | {ki for ki in same if ki[1] >= i})
         return [c for c in (on, off) if not (c.on & c.off)]
     for ki in sorted(node.on):
         pts = _points(data, ki, node)
@@ -338,10 +346,32 @@ def _children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[Node] | 
             q = max(pts, key=lambda q: (lp.y.get((*ki, q), 0.0), -q))
             only = node.banned | {(*ki, r) for r in pts if r != q}
             return [
-                Node(node.off, node.on, only),
-                Node(node.off, node.on, node.banned | {(*ki, q)}),
+                dataclasses.replace(node, banned=only),
+                dataclasses.replace(node, banned=node.banned | {(*ki, q)}),
             ]
-    return None
+    return _point_children(data, node, lp)
+
+
+def _point_children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[Node] | None:
+    """With every spread decision fixed: the whole point of a one-member class whose use
+    is fractional in the LP (the most fractional), into "only that point" and "any other".
+    A one-member class's job is whole (its slot is off) or spread (no whole use at all), so
+    the two children split the node's allocations.  None when no such point is fractional:
+    a leaf."""
+    use: dict[tuple[int, int], float] = {}
+    for j, v in lp.z.items():
+        for (k, p), cnt in lp.patterns[j].whole:
+            if data["n"][k] == 1:
+                use[k, p] = use.get((k, p), 0.0) + cnt * v
+    frac = [kp for kp, v in use.items() if INT_EPS < v < 1 - INT_EPS]
+    if not frac:
+        return None
+    k, p = min(frac, key=lambda kp: (abs(use[kp] - 0.5), kp))
+    others = {(kk, q) for _, kk, q in data["x_index"] if kk == k and q != p}
+    return [
+        dataclasses.replace(node, xbanned=node.xbanned | others),
+        dataclasses.replace(node, xbanned=node.xbanned | {(k, p)}),
+    ]
 
 
 def _master_values(
@@ -421,8 +451,13 @@ def _restricted_ip(
     )
 
 
+def _with_rows(slice_s: float) -> bool:
+    """Whether the leaf slice of this length uses the pattern rows (every second one)."""
+    return round(math.log2(slice_s / LEAF_SLICE_S)) % 2 == 1
+
+
 def _leaf_matrix(cm: CountingMatrix, node: Node, cuts: Sequence[PatternCut]) -> MatrixModel:
-    """The counting MIP with the node's spread decisions fixed through ``y``'s bounds and
+    """The counting MIP with the node's decisions fixed through ``y``'s and ``x``'s bounds and
     the node's pattern rows (``pat_full_gpus``, ``pat_dual_cut``): its LP is then at least
     as tight as the node's bound."""
     data = cm.data
@@ -430,6 +465,8 @@ def _leaf_matrix(cm: CountingMatrix, node: Node, cuts: Sequence[PatternCut]) -> 
     lower = cm.matrix.col_lower.copy()
     upper = cm.matrix.col_upper.copy()
     for c, (name, idx) in enumerate(cm.columns):
+        if name == "x" and (idx[1], idx[2]) in node.xbanned:
+            upper[c] = 0.0
         if name != "y":
             continue
         ki = (idx[0], idx[1])
@@ -536,9 +573,19 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
             break
+        if slice_s == LEAF_SLICE_S:
+            # first the integer master over the patterns so far with the leaf's decisions:
+            # where the leaf's bound is an allocation, it is often made of known patterns
+            left = min(LEAF_IP_S, deadline - time.perf_counter())
+            ip = _restricted_ip(data, pool, node, left)
+            values = None if ip is None else _master_values(data, ip)
+            if values is not None:
+                offer(placements_from_values(data, values), "leaf IP")
+                if bound <= inc + tol():
+                    continue
         leaves += 1
         res = solve_matrix(
-            _leaf_matrix(cm, node, cuts_of[node]),
+            _leaf_matrix(cm, node, cuts_of[node] if _with_rows(slice_s) else ()),
             solver,
             time_limit=max(min(slice_s, deadline - time.perf_counter()), 1e-3),
             rel_gap=EXACT_REL_GAP,
