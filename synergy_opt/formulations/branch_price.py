@@ -475,7 +475,13 @@ def _leaf_matrix(cm: CountingMatrix, node: Node, cuts: Sequence[PatternCut]) -> 
             upper[c] = 0.0
         elif ki in node.on and len(pts) == 1:
             lower[c] = 1.0
-    return dataclasses.replace(cm.matrix, col_lower=lower, col_upper=upper, name="counting_leaf")
+    row_lower = cm.matrix.row_lower.copy()
+    where = {name: r for r, name in enumerate(cm.row_names)}
+    for ki in node.on:  # a used slot is used, at whichever of its points is left
+        row_lower[where[f"cnt_one_point[{ki[0]},{ki[1]}]"]] = 1.0
+    return dataclasses.replace(
+        cm.matrix, col_lower=lower, col_upper=upper, row_lower=row_lower, name="counting_leaf"
+    )
 
 
 def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumbents
