@@ -84,18 +84,16 @@ LNS_NODES: int = 1000
 #: seconds of branching).
 LNS_REL_GAP: int = 1
 #: HiGHS options of the neighbourhood MIPs.  Their root bound is usually tight at once and
-#: the time goes into separating cuts and sub-MIP heuristics until the incumbent is found
-#: (a 200-column 6-server MIP of the 512-GPU multi-GPU round seed 1: 2972 cuts, 0.8 s); a
-#: small cut pool and no RINS/RENS sub-MIPs cut that.  Measured on the 36 cold rounds of
-#: table 3 (single- and multi-GPU, 128 and 512 GPUs, seeds 0-8, fresh ``opt`` each,
-#: interleaved): 7.2 s CPU with HiGHS's defaults, 6.4 s with the pool alone, 6.1 s with
-#: both; the same totals on every round but one (multi-GPU 128 GPUs, higher).
+#: the time goes into separating cuts until the incumbent is found (a 200-column 6-server
+#: MIP of the 512-GPU multi-GPU round seed 1: 2972 cuts, 0.8 s); a small cut pool cuts that.
+#: Measured on the 36 cold rounds of table 3 (single- and multi-GPU, 128 and 512 GPUs,
+#: seeds 0-8, fresh ``opt`` each, interleaved): 7.2 s CPU with HiGHS's defaults, 6.4 s
+#: with the pool, the same totals but one (multi-GPU 128 GPUs, higher); on split-penalty
+#: 128-GPU seeds 1-3, whose neighbourhoods run into the node limit, 31.3 -> 21.8 s and
+#: totals 0.9833/0.9715/0.9800 -> 0.9931/0.9726/0.9886 of the bound.  Turning RINS/RENS
+#: off as well saved another 0.3 s on the 36 rounds but lost 0.4 % there (0.9679 on seed 2).
 LNS_HIGHS_OPTIONS: Mapping[str, bool | int | float | str] = MappingProxyType(
-    {
-        "mip_pool_soft_limit": 100,
-        "mip_heuristic_run_rins": False,
-        "mip_heuristic_run_rens": False,
-    }
+    {"mip_pool_soft_limit": 100}
 )
 #: Minimal relative gain for accepting a neighbourhood's answer.
 LNS_MIN_GAIN: float = 1e-7
