@@ -10,16 +10,21 @@ another one.
 Children come from multiprocessing's *forkserver*: a clean server process (no solver threads,
 so forking it is safe) with numpy and highspy already imported forks one child per call in
 about 30 ms; the server itself starts once per process (about a second, started early by
-:func:`warm_up`).  Where that is not possible (no forkserver on the platform, or this
-process is a daemon, which may not have children) the call runs in-process, unguarded.
+:func:`warm_up`).  Children never import the caller's main script (multiprocessing would
+re-run a script without a ``__main__`` guard, i.e. the user's whole experiment, in every
+child): they only need this package.  Where that is not possible (no forkserver on the
+platform, or this process is a daemon, which may not have children) the call runs
+in-process, unguarded.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
@@ -53,6 +58,27 @@ def guard_available() -> bool:
     return _context() is not None
 
 
+@contextmanager
+def _main_left_out() -> Iterator[None]:
+    """Hide the main module's file and spec while a child is prepared, so that the child
+    does not re-import it (a user's script without a ``__main__`` guard would run again,
+    and start its own children)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    missing = object()
+    file = main.__dict__.pop("__file__", missing)
+    spec = main.__dict__.get("__spec__")
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+        if file is not missing:
+            main.__file__ = file
+
+
 def warm_up() -> None:
     """Start the forkserver now (in the background of the caller's own work)."""
     ctx = _context()
@@ -60,7 +86,8 @@ def warm_up() -> None:
         return
     from multiprocessing import forkserver
 
-    forkserver.ensure_running()
+    with _main_left_out():
+        forkserver.ensure_running()
 
 
 def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -88,7 +115,8 @@ def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: f
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
     t0 = time.perf_counter()
-    proc.start()
+    with _main_left_out():
+        proc.start()
     send.close()
     try:
         if not recv.poll(max(deadline_s, 0.0)):

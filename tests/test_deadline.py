@@ -9,6 +9,8 @@ that a guarded solve answers exactly what the in-process one does.
 from __future__ import annotations
 
 import operator
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -87,3 +89,21 @@ def test_refused_option_is_a_value_error_in_the_child_too() -> None:
 def test_deadline_leaves_room_past_the_limit() -> None:
     assert guard_deadline(20.0) >= 20.0 + 5.0
     assert guard_deadline(0.0) > 0.0
+
+
+def test_a_script_without_main_guard_is_not_re_run(tmp_path) -> None:
+    """multiprocessing re-imports the main script in each child unless told otherwise: a
+    user's unguarded experiment script would run again (and recurse) in every guarded solve."""
+    script = tmp_path / "experiment.py"
+    script.write_text(
+        "import operator\n"
+        "from synergy_opt.deadline import run_with_deadline, warm_up\n"
+        "warm_up()\n"
+        "print('ran', run_with_deadline(operator.add, (2, 3), 60.0), flush=True)\n"
+        "print('again', run_with_deadline(operator.mul, (2, 3), 60.0), flush=True)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["ran 5", "again 6"]
