@@ -358,3 +358,38 @@ def test_relax_and_fix_proves_a_multi_gpu_round_alone(monkeypatch: pytest.Monkey
     res = counting_fast.solve_counting(inst, runnable, time_limit=60)
     assert calls and calls[0] == approx(84.68)
     assert res.proven and res.objective == approx(84.68)
+
+
+@pytest.mark.parametrize("caps", [(2, 0, 3), (1, 1, 1, 1), (7, 3, 7), (0,), (4, 4)])
+def test_compositions_are_the_filtered_product(caps: tuple[int, ...]) -> None:
+    for total in range(sum(caps) + 2):
+        want = [t for t in itertools.product(*(range(c + 1) for c in caps)) if sum(t) == total]
+        assert list(counting._compositions(total, caps)) == want
+
+
+def test_many_shapes_fall_back_to_the_pair() -> None:
+    """Eight share classes and an 8-GPU job: 6435 splits, more than MAX_SPLITS, so the class
+    keeps the relaxation / restriction pair instead of a split variable per composition;
+    a 2-GPU job on the same cluster (one GPU on each of two of the eight servers: 28
+    splits) gets its rows."""
+    servers = tuple(Server(f"s{i}", 4, 4 * (1 + i % 4), 40.0 * (1 + i // 4)) for i in range(8))
+    grid = [4, 8, 16, 32], [40.0, 80.0, 160.0, 320.0]
+    rows = [[round(0.1 * (1 + a) * (1 + b), 2) for b in range(4)] for a in range(4)]
+    big = Job("big", 8, ThroughputMatrix.from_lists(*grid, rows))
+    small = Job(
+        "small",
+        2,
+        ThroughputMatrix.from_lists([2, 4, 8], [20.0, 80.0], [[0.1, 0.5], [0.2, 0.9], [0.4, 1.0]]),
+    )
+    inst = RoundInstance("many", Cluster(servers), (big, small), "server")
+    assert len(counting._share_classes(servers, range(8)) or ()) == 8
+    assert counting._split_floors(inst, big, range(8)) is None
+    got = counting._split_floors(inst, small, range(8))
+    assert got is not None and len(got[1]) == 28
+    # Both kinds in one round: the pair for the big job, the rows for the small one.
+    runnable = select_runnable(inst)
+    data = counting._model_data(inst, runnable)
+    assert data["floor_gap"] and data["slot_splits"]
+    res = counting_fast.solve_counting(inst, runnable, time_limit=20)
+    alloc = build_allocation(inst, "counting", res.placements)
+    assert res.placements and check_allocation(inst, alloc, fair_share=True) == []

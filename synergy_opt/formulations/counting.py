@@ -42,7 +42,7 @@ Public API (used by ``opt-exact`` and by ``opt`` for bounds)::
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from synergy_opt.check import fair_share_floor, forced_split_factor
@@ -213,6 +213,25 @@ def _share_classes(
     return tuple(tuple(v) for v in by.values())
 
 
+#: Most splits a spread slot gets rows for (a split variable each): three share classes
+#: give at most 45 for an 8-GPU job; a cluster of many shapes with large jobs keeps the
+#: relaxation / restriction pair instead of a model that grows with the compositions.
+MAX_SPLITS: int = 200
+
+
+def _compositions(total: int, caps: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """Every tuple of non-negative integers, each at most its cap, summing to ``total``
+    (lexicographic order), without enumerating the product of the ranges."""
+    if not caps:
+        if total == 0:
+            yield ()
+        return
+    rest = sum(caps[1:])
+    for q in range(max(0, total - rest), min(caps[0], total) + 1):
+        for tail in _compositions(total - q, caps[1:]):
+            yield (q, *tail)
+
+
 def _split_floors(
     inst: RoundInstance, job: Job, ss: Sequence[int]
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[SplitFloor, ...]] | None:
@@ -223,7 +242,8 @@ def _split_floors(
 
     A split is realisable by a spread job when each class holds its GPUs in parts of at
     most min(G_s, g - 1) and the parts can span two servers.  None where shares are not
-    linear in the GPUs per class (:func:`_share_classes`).
+    linear in the GPUs per class (:func:`_share_classes`) or where there are more than
+    :data:`MAX_SPLITS` splits.
     """
     servers = inst.cluster.servers
     classes = _share_classes(servers, ss)
@@ -231,10 +251,14 @@ def _split_floors(
         return None
     g = job.gpus
     room = [[min(servers[s].gpus, g - 1) for s in c] for c in classes]
+    sigmas = []
+    for sigma in _compositions(g, [sum(r) for r in room]):
+        if sum(min(q, len(c)) for q, c in zip(sigma, classes, strict=True)) >= 2:
+            sigmas.append(sigma)
+        if len(sigmas) > MAX_SPLITS:
+            return None
     out: list[SplitFloor] = []
-    for sigma in itertools.product(*(range(min(sum(r), g) + 1) for r in room)):
-        if sum(sigma) != g or sum(min(q, len(c)) for q, c in zip(sigma, classes, strict=True)) < 2:
-            continue
+    for sigma in sigmas:
         parts = []
         for q, c, r in zip(sigma, classes, room, strict=True):
             for s, cap in zip(c, r, strict=True):
