@@ -421,7 +421,9 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
         rel_gap=LNS_REL_GAP / 1000.0,
         node_limit=LNS_NODES,
         start=x0,
-        highs_options=LNS_HIGHS_OPTIONS,
+        # Only with spread slots (whose flow rows make the cuts): on pure packings (single-
+        # GPU rounds) the small pool cost time (128 GPUs seed 7: 0.27 -> 0.64 s).
+        highs_options=LNS_HIGHS_OPTIONS if any(o[0] == "y" for o in owner) else None,
     )
     if res.x is None:
         log.debug("neighbourhood %s: sub-MIP ended %s", hood, res.status)
