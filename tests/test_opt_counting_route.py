@@ -19,7 +19,14 @@ from synergy_opt.mechanisms.opt.counting_route import COUNTING_ROUTE_MAX_COLUMNS
 
 @pytest.mark.parametrize(
     ("family", "gpus", "seed", "bound"),
-    [("single-gpu", 128, 1059, 170.23), ("multi-gpu", 96, 1170, 72.06)],
+    [
+        ("single-gpu", 128, 1059, 170.23),
+        ("multi-gpu", 96, 1170, 72.06),
+        # Split penalties: the route's larger model and node limit on penalised rounds
+        # (was 0.976 and 0.980 of the optimum with 1000 columns and 50 nodes).
+        ("split-penalty", 128, 1007, 53.869),
+        ("split-penalty", 96, 1106, 40.574),
+    ],
 )
 def test_opt_reaches_the_bound_where_routes_used_to_strand_resources(
     family: str, gpus: int, seed: int, bound: float
@@ -27,7 +34,7 @@ def test_opt_reaches_the_bound_where_routes_used_to_strand_resources(
     inst = family_round(family, gpus, seed)
     got = make_mechanism("opt").allocate(inst)
     assert got.upper_bound == pytest.approx(bound, abs=1e-6)
-    assert got.total_throughput == pytest.approx(bound, abs=1e-6)  # was 168.44 and 71.17
+    assert got.total_throughput == pytest.approx(bound, abs=1e-6)  # was 168.44, 71.17, ...
     assert check_allocation(inst, got, fair_share=True) == []
 
 

@@ -29,8 +29,18 @@ log = logging.getLogger(__name__)
 #: Restricted models above this many columns are skipped: multi-GPU rounds with spread
 #: slots spend seconds at the root (818 columns, 2.0 s on a 96-GPU multi-GPU round).
 COUNTING_ROUTE_MAX_COLUMNS: int = 1000
+#: The cap where a job may spread at a penalty: there the cheaper routes miss spreads that
+#: pay (a 200-round split-penalty pass found 96- and 128-GPU rounds at 0.969-0.985 of the
+#: proven optimum, with 1100-1650 columns); this route reaches the optimum on two of them
+#: (96 GPUs seed 1150: 0.976 -> 1.0 in 1.4 s instead of 9.1; 128 GPUs seed 1007: 0.976 -> 1.0).
+COUNTING_ROUTE_MAX_COLUMNS_PENALISED: int = 2500
 #: Branch-and-bound nodes: a deterministic stop, unlike a time limit.
 COUNTING_ROUTE_NODES: int = 50
+#: Nodes where a job may spread at a penalty: on the 96-GPU seeds 1038 and 1106 and 128-GPU
+#: seed 1119 split-penalty rounds 50 or 200 nodes found no solution (the round then stayed at
+#: 0.980-0.985 of the optimum after 5-8 s of neighbourhood search); 1000 reach the optimum,
+#: in 1.9-3.0 s for the whole mechanism.
+COUNTING_ROUTE_NODES_PENALISED: int = 1000
 
 
 @route("counting", spreads=True, spread_only=False)
@@ -42,9 +52,10 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    cap = _column_cap(ctx)
     estimate = _column_estimate(ctx)
-    if estimate > COUNTING_ROUTE_MAX_COLUMNS:  # decided before building anything
-        raise RoundingError(f"skipped: ~{estimate} columns > {COUNTING_ROUTE_MAX_COLUMNS}")
+    if estimate > cap:  # decided before building anything
+        raise RoundingError(f"skipped: ~{estimate} columns > {cap}")
     data = counting_data(ctx.inst, ctx.runnable)
     if not data["feasible"]:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
@@ -53,18 +64,31 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
         k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(classes)
     }
     cm = build_counting_matrix(restrict_points(data, keep))
-    if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS:
-        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {COUNTING_ROUTE_MAX_COLUMNS}")
-    res = ctx.solve(cm.matrix, node_limit=COUNTING_ROUTE_NODES)
+    if cm.matrix.num_cols > cap:
+        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {cap}")
+    nodes = COUNTING_ROUTE_NODES_PENALISED if _penalised(ctx) else COUNTING_ROUTE_NODES
+    res = ctx.solve(cm.matrix, node_limit=nodes)
     if res.x is None:
         raise RoundingError(f"restricted counting model: {res.status} without a solution")
     if res.status is not TerminationStatus.OPTIMAL:
-        log.info("counting route: %s after %d nodes", res.status, COUNTING_ROUTE_NODES)
+        log.info("counting route: %s after %d nodes", res.status, nodes)
     got = placements_from_values(data, cm.values(res.x))
     if len(got) != len(ctx.runnable):
         raise RoundingError("restricted counting model left a runnable job out")
     index = {name: i for i, name in enumerate(data["server_names"])}
     return _plan_by_point(ctx, classes, got, index)
+
+
+def _penalised(ctx: RoundContext) -> bool:
+    """Whether some runnable job may spread at a split penalty (where the cheaper routes
+    miss the spreads that pay, and this route earns a larger model and more nodes)."""
+    return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
+
+
+def _column_cap(ctx: RoundContext) -> int:
+    """The largest restricted model worth its root (:data:`COUNTING_ROUTE_MAX_COLUMNS`, or
+    :data:`COUNTING_ROUTE_MAX_COLUMNS_PENALISED` on penalised rounds)."""
+    return COUNTING_ROUTE_MAX_COLUMNS_PENALISED if _penalised(ctx) else COUNTING_ROUTE_MAX_COLUMNS
 
 
 def _column_estimate(ctx: RoundContext) -> int:
