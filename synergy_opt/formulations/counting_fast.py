@@ -563,17 +563,9 @@ def _solve_data(
                 fixed = _relax_and_fix(cm_r, solver, clock, rel_gap, threads)
                 if fixed is not None:
                     found = _result(cm_r, fixed, time.perf_counter() - t0)
-                    if sm_bound - (fixed.objective or 0.0) <= rel_gap * max(1.0, abs(sm_bound)):
+                    if _meets(found, sm_bound, rel_gap):
                         log.debug("counting: relax-and-fix reaches the super-machine bound")
-                        return dataclasses.replace(
-                            found,
-                            status=TerminationStatus.OPTIMAL,
-                            dual_bound=sm_bound,
-                            mip_gap=(sm_bound - (fixed.objective or 0.0)) / max(1.0, sm_bound),
-                            runtime_s=time.perf_counter() - t0,
-                            columns=cm.matrix.num_cols,
-                            rows=cm.matrix.num_rows,
-                        )
+                        return _proven_by(found, sm_bound, cm, t0)
                     starts.insert(0, found.placements)
             res_r = solve_matrix(
                 cm_r.matrix,
@@ -586,17 +578,9 @@ def _solve_data(
             )
             if res_r.x is not None and sm_bound is not None:
                 found = _result(cm_r, res_r, time.perf_counter() - t0)
-                if sm_bound - (res_r.objective or 0.0) <= rel_gap * max(1.0, abs(sm_bound)):
+                if _meets(found, sm_bound, rel_gap):
                     log.debug("counting: restricted model reaches the super-machine bound")
-                    return dataclasses.replace(
-                        found,
-                        status=TerminationStatus.OPTIMAL,
-                        dual_bound=sm_bound,
-                        mip_gap=(sm_bound - (res_r.objective or 0.0)) / max(1.0, sm_bound),
-                        runtime_s=time.perf_counter() - t0,
-                        columns=cm.matrix.num_cols,
-                        rows=cm.matrix.num_rows,
-                    )
+                    return _proven_by(found, sm_bound, cm, t0)
                 starts.insert(0, found.placements)
     build_s = time.perf_counter() - t0
     res = solve_matrix(
@@ -628,6 +612,27 @@ def _relax_and_fix_applies(data: Mapping[str, Any], jobs: Sequence[Job]) -> bool
         return True
     may_spread = [j for j in jobs if j.gpus >= 2]
     return bool(data["slots"]) and all(j.split_penalty >= 1.0 for j in may_spread)
+
+
+def _meets(found: CountingResult, bound: float, rel_gap: float) -> bool:
+    """Whether an answer of the restricted model reaches the super-machine bound."""
+    return bound - (found.objective or 0.0) <= rel_gap * max(1.0, abs(bound))
+
+
+def _proven_by(
+    found: CountingResult, bound: float, cm: CountingMatrix, t0: float
+) -> CountingResult:
+    """A restricted answer that meets the super-machine bound, reported as the full model's
+    optimum (the bound covers every allocation of the full model)."""
+    return dataclasses.replace(
+        found,
+        status=TerminationStatus.OPTIMAL,
+        dual_bound=bound,
+        mip_gap=(bound - (found.objective or 0.0)) / max(1.0, bound),
+        runtime_s=time.perf_counter() - t0,
+        columns=cm.matrix.num_cols,
+        rows=cm.matrix.num_rows,
+    )
 
 
 def _relax_and_fix(
