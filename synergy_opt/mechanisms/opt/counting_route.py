@@ -52,7 +52,8 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
-    cap = _column_cap(ctx)
+    penalised = _penalised(ctx)
+    cap = COUNTING_ROUTE_MAX_COLUMNS_PENALISED if penalised else COUNTING_ROUTE_MAX_COLUMNS
     estimate = _column_estimate(ctx)
     if estimate > cap:  # decided before building anything
         raise RoundingError(f"skipped: ~{estimate} columns > {cap}")
@@ -66,7 +67,7 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     cm = build_counting_matrix(restrict_points(data, keep))
     if cm.matrix.num_cols > cap:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {cap}")
-    nodes = COUNTING_ROUTE_NODES_PENALISED if _penalised(ctx) else COUNTING_ROUTE_NODES
+    nodes = COUNTING_ROUTE_NODES_PENALISED if penalised else COUNTING_ROUTE_NODES
     res = ctx.solve(cm.matrix, node_limit=nodes)
     if res.x is None:
         raise RoundingError(f"restricted counting model: {res.status} without a solution")
@@ -83,12 +84,6 @@ def _penalised(ctx: RoundContext) -> bool:
     """Whether some runnable job may spread at a split penalty (where the cheaper routes
     miss the spreads that pay, and this route earns a larger model and more nodes)."""
     return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
-
-
-def _column_cap(ctx: RoundContext) -> int:
-    """The largest restricted model worth its root (:data:`COUNTING_ROUTE_MAX_COLUMNS`, or
-    :data:`COUNTING_ROUTE_MAX_COLUMNS_PENALISED` on penalised rounds)."""
-    return COUNTING_ROUTE_MAX_COLUMNS_PENALISED if _penalised(ctx) else COUNTING_ROUTE_MAX_COLUMNS
 
 
 def _column_estimate(ctx: RoundContext) -> int:
