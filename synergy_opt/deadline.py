@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import pickle
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +42,8 @@ class DeadlineExceeded(RuntimeError):
 
 
 class ChildFailed(RuntimeError):
-    """The child died or raised (its exception's text is kept)."""
+    """The child died without an answer, or raised an exception that does not pickle (its
+    text is kept)."""
 
 
 def _context() -> Any | None:
@@ -91,11 +93,17 @@ def warm_up() -> None:
 
 
 def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Run ``fn(*args)`` and send ``(True, result)`` or ``(False, error text)``."""
+    """Run ``fn(*args)`` and send ``(True, result)`` or ``(False, exception)``; an exception
+    that does not pickle goes back as a :class:`ChildFailed` with its text."""
     try:
         out: tuple[bool, Any] = (True, fn(*args))
-    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent as text
-        out = (False, f"{type(e).__name__}: {e}")
+    except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
+        try:
+            pickle.dumps(e)
+            failed: BaseException = e
+        except Exception:  # noqa: BLE001 - any pickling failure
+            failed = ChildFailed(f"{type(e).__name__}: {e}")
+        out = (False, failed)
     try:
         conn.send(out)
     finally:
@@ -105,9 +113,10 @@ def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> N
 def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float) -> T:
     """``fn(*args)`` in a child process, killed after ``deadline_s`` seconds.
 
-    ``fn`` and ``args`` must pickle (a module-level function).  Raises
-    :class:`DeadlineExceeded` when the child is killed and :class:`ChildFailed` when it
-    raised or died; runs ``fn`` in-process where no child can be started (see the module).
+    ``fn`` and ``args`` must pickle (a module-level function).  An exception ``fn`` raises
+    in the child is raised here, as if it had run in-process (which it does where no child
+    can be started, see the module).  Raises :class:`DeadlineExceeded` when the child is
+    killed and :class:`ChildFailed` when it died without an answer.
     """
     ctx = _context()
     if ctx is None:
@@ -126,6 +135,7 @@ def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: f
         try:
             ok, value = recv.recv()
         except EOFError as e:
+            proc.join(timeout=2.0)  # reaped, so that its exit code is known
             raise ChildFailed(f"child exited with code {proc.exitcode}") from e
     finally:
         recv.close()
@@ -135,5 +145,5 @@ def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: f
             proc.join()
         log.debug("child %s: %.3f s", getattr(fn, "__name__", fn), time.perf_counter() - t0)
     if not ok:
-        raise ChildFailed(value)
+        raise value
     return value

@@ -9,6 +9,7 @@ that a guarded solve answers exactly what the in-process one does.
 from __future__ import annotations
 
 import operator
+import os
 import subprocess
 import sys
 import time
@@ -58,9 +59,14 @@ def test_child_is_killed_at_its_deadline() -> None:
     assert time.perf_counter() - t0 < 20  # killed, not waited for
 
 
-def test_child_exception_comes_back_as_text() -> None:
-    with pytest.raises(ChildFailed, match="ValueError: invalid literal"):
+def test_child_exception_is_raised_as_in_process() -> None:
+    with pytest.raises(ValueError, match="invalid literal"):
         run_with_deadline(int, ("x",), 30.0)
+
+
+def test_child_that_dies_without_answer_fails() -> None:
+    with pytest.raises(ChildFailed, match="exited with code 3"):
+        run_with_deadline(os._exit, (3,), 30.0)
 
 
 def test_guarded_solve_equals_in_process() -> None:
