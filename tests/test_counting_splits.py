@@ -277,9 +277,8 @@ def test_relax_and_fix_gives_feasible_points(seed: int) -> None:
     assert best is not None and float(cm.matrix.cost @ res.x) <= best + ABS_TOL
 
 
-def test_relax_and_fix_proves_the_128_gpu_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    """mixed-shapes 128 seed 0: the restricted MIP alone found no solution in 40 s; relax-
-    and-fix reaches the super-machine bound, which proves it (92.64)."""
+def _spy_relax_and_fix(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """Record the objective of every relax-and-fix answer (None: it found nothing)."""
     calls: list[float | None] = []
     real = counting_fast._relax_and_fix
 
@@ -289,6 +288,13 @@ def test_relax_and_fix_proves_the_128_gpu_round(monkeypatch: pytest.MonkeyPatch)
         return out
 
     monkeypatch.setattr(counting_fast, "_relax_and_fix", spy)
+    return calls
+
+
+def test_relax_and_fix_proves_the_128_gpu_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mixed-shapes 128 seed 0: the restricted MIP alone found no solution in 40 s; relax-
+    and-fix reaches the super-machine bound, which proves it (92.64)."""
+    calls = _spy_relax_and_fix(monkeypatch)
     inst = family_round("mixed-shapes", 128, seed=0)
     runnable = select_runnable(inst)
     res = counting_fast.solve_counting(inst, runnable, time_limit=60)
@@ -344,15 +350,7 @@ def test_relax_and_fix_where_spreads_are_free_or_split_floors(family: str, appli
 def test_relax_and_fix_proves_a_multi_gpu_round_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """multi-gpu 128 seed 0 without any warm start: relax-and-fix meets the super-machine
     bound 84.68 (the restricted MIP alone stood at 76.45 after 10 s)."""
-    calls: list[float | None] = []
-    real = counting_fast._relax_and_fix
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        out = real(*args, **kwargs)
-        calls.append(None if out is None else out.objective)
-        return out
-
-    monkeypatch.setattr(counting_fast, "_relax_and_fix", spy)
+    calls = _spy_relax_and_fix(monkeypatch)
     inst = family_round("multi-gpu", 128, seed=0)
     runnable = select_runnable(inst)
     res = counting_fast.solve_counting(inst, runnable, time_limit=60)
