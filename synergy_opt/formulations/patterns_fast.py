@@ -12,8 +12,10 @@ generation:
 2. Each server's pricing optimum is a valid row of the counting model
    (``pat_dual_cut[s]``); with these rows and ``pat_full_gpus`` its LP is as tight as the
    best bound found, and the counting MIP can run from there (``solve_with_patterns``).
-   ``opt-exact`` uses the bound only (``round_bound``): with the rows HiGHS's branching was
-   not reliably faster on 128-GPU rounds (formulations/patterns.md).
+   ``opt-exact`` does not run that MIP over the whole round (with the rows HiGHS's
+   branching was not reliably faster on 128-GPU rounds, formulations/patterns.md): its
+   branch-and-price (:mod:`~synergy_opt.formulations.branch_price`) prices with this module
+   at every node and adds the rows only to its leaves' MIPs.
 
 Public API::
 
