@@ -13,9 +13,13 @@ answer does not depend on the machine's speed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from synergy_opt.formulations.counting import counting_data, restrict_points
 from synergy_opt.formulations.counting_fast import build_counting_matrix, placements_from_values
@@ -130,3 +134,81 @@ def _plan_by_point(
 def _rounded(point: tuple[int, float]) -> tuple[int, float]:
     """A point as a key: memory parts of a spread job sum with round-off."""
     return int(point[0]), round(float(point[1]), 6)
+
+
+#: Points below each job's super-machine point the ``counting-near`` route also offers
+#: (by throughput, among those using no more cores and memory).
+NEAR_POINTS: int = 2
+#: Branch-and-bound nodes of each of its two steps (whole-job counts, then spread slots).
+NEAR_NODES: int = 200
+
+
+@route("counting-near", spreads=True, spread_only=True)
+def counting_near_route(ctx: RoundContext) -> GpuPlan:
+    """The counting model over each job's super-machine point and the points just below it.
+
+    Where the super-machine's points cannot all be realised (the ``counting`` route's model
+    is infeasible), the optimum mostly keeps them and lowers a few jobs one step.  Solved by
+    relax-and-fix with node limits: whole-job counts integral (spread slots as LP), then
+    the slots integral with those counts fixed.
+    """
+    if any(j.sensitivity_by_type is not None for j in ctx.runnable):
+        raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    if not _penalised(ctx):
+        raise RoundingError("skipped: no job may spread at a split penalty")
+    data = counting_data(ctx.inst, ctx.runnable)
+    if not data["feasible"]:
+        raise RoundingError("skipped: the counting data cannot keep every floor as placed")
+    classes: Sequence[Sequence[str]] = data["classes"]
+    keep = _near_points(ctx, data, NEAR_POINTS)
+    cm = build_counting_matrix(restrict_points(data, keep))
+    if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
+        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
+    mm = cm.matrix
+    is_x = np.array([name == "x" for name, _ in cm.columns], dtype=bool)
+    counts = ctx.solve(dataclasses.replace(mm, integer=mm.integer & is_x), node_limit=NEAR_NODES)
+    if counts.x is None:
+        raise RoundingError(f"near counting model (counts): {counts.status} without a solution")
+    xs = np.round(counts.x)
+    fixed = dataclasses.replace(
+        mm,
+        col_lower=np.where(is_x, xs, mm.col_lower),
+        col_upper=np.where(is_x, xs, mm.col_upper),
+    )
+    res = ctx.solve(fixed, node_limit=NEAR_NODES)
+    if res.x is None:
+        raise RoundingError(f"near counting model (slots): {res.status} without a solution")
+    got = placements_from_values(data, cm.values(res.x))
+    if len(got) != len(ctx.runnable):
+        raise RoundingError("near counting model left a runnable job out")
+    log.info("counting-near: %.6g (counts step %s)", res.objective or 0.0, counts.status)
+    index = {name: i for i, name in enumerate(data["server_names"])}
+    return _plan_by_point(ctx, classes, got, index)
+
+
+def _near_points(
+    ctx: RoundContext, data: Mapping[str, Any], n: int
+) -> dict[int, set[tuple[int, float]]]:
+    """Per class: its members' super-machine points and, below each, the ``n`` best points
+    (by throughput) of the class's menu that use no more cores and no more memory."""
+    jobs = {j.id: j for j in ctx.runnable}
+    menu: dict[int, set[tuple[int, float]]] = defaultdict(set)
+    for idx in data["x_index"]:
+        c, m, _ = data["x_point"][idx]
+        menu[idx[1]].add((c, m))
+    for k, i in data["slots"]:
+        menu[k].update((c, m) for c, m, _ in data["slot_points"][k, i])
+    keep: dict[int, set[tuple[int, float]]] = {}
+    for k, ids in enumerate(data["classes"]):
+        out: set[tuple[int, float]] = set()
+        for jid in ids:
+            c, m, _ = ctx.points[jid]
+            out.add((c, m))
+            w = jobs[jid].sensitivity
+            below = sorted(
+                (p for p in menu[k] if p[0] <= c and p[1] <= m + 1e-9 and p != (c, m)),
+                key=lambda p: (-w.lookup(p[0], p[1]), p),
+            )
+            out.update(below[:n])
+        keep[k] = out
+    return keep
