@@ -11,7 +11,7 @@
    last the exact counting model restricted to the super-machine's points
    (:mod:`.counting_route`, node-limited, on rounds small enough for it) and, on
    split-penalty rounds where those points cannot all be realised, the same model over
-   each job's point and the two best points below it (``counting-near``);
+   each job's point and the three best points below it (``counting-near``);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else re-optimised per server with spread jobs drawing from their span
