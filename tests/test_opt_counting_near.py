@@ -21,6 +21,7 @@ from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.counting_route import _near_points, counting_near_route
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
 from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.types import build_allocation
 
 #: opt-exact's proven optima (relative gap <= 1e-4) of split-penalty 96 GPUs seeds 1182
 #: and 1174.
@@ -39,7 +40,10 @@ def test_route_realises_a_round_whose_super_machine_points_do_not_deploy() -> No
         for s, g in plan[job.id]:
             used[s] += g
     assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, parts = Opt.deploy_plan(ctx, plan)
+    alloc = build_allocation(ctx.inst, "opt", parts)
+    assert check_allocation(ctx.inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput == pytest.approx(total_of(ctx, plan, points), abs=1e-6)
     # Every older route's plan, improved by the spread move and the neighbourhood search,
     # stopped at 47.35 (0.949); this plan alone, before either, is within 1 % (49.60, 0.994),
     # and ``opt`` goes on from it to the optimum (20 s CPU, too slow for a test).
