@@ -18,7 +18,11 @@ from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt.context import RoundingError
-from synergy_opt.mechanisms.opt.counting_route import _near_points, counting_near_route
+from synergy_opt.mechanisms.opt.counting_route import (
+    _near_points,
+    counting_near_route,
+    counting_route,
+)
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import build_allocation
@@ -78,3 +82,11 @@ def test_route_runs_only_where_a_job_may_spread_at_a_penalty() -> None:
     with pytest.raises(RoundingError, match="skipped: no job may spread at a split penalty"):
         counting_near_route(ctx)
     assert list(ROUTES)[-2:] == ["counting", "counting-near"]  # tried after every other
+
+
+def test_route_skips_rounds_whose_super_machine_points_the_counting_route_realised() -> None:
+    ctx = Opt().context(family_round("split-penalty", 128, 1007))
+    assert ctx is not None
+    counting_route(ctx)  # realises the super-machine's points here (test_opt_counting_route)
+    with pytest.raises(RoundingError, match="skipped: the counting route realised"):
+        counting_near_route(ctx)

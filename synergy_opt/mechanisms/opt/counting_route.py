@@ -165,7 +165,9 @@ def counting_near_route(ctx: RoundContext) -> GpuPlan:
     Where the super-machine's points cannot all be realised (the ``counting`` route's model
     is infeasible), the optimum mostly keeps them and lowers a few jobs one step.  Solved by
     relax-and-fix with node limits: whole-job counts integral (spread slots as LP), then
-    the slots integral with those counts fixed.
+    the slots integral with those counts fixed.  Skipped where the ``counting`` route found
+    an allocation at the super-machine's points (128 GPUs seed 1: there this plan could not
+    beat it and cost 3 s CPU) and on rounds where no job may spread at a penalty.
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
