@@ -10,6 +10,9 @@ On seed 1174 ``opt`` stopped at 0.980 of the optimum; with the route it reaches 
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
 from synergy_opt.check import check_allocation
@@ -17,7 +20,8 @@ from synergy_opt.formulations.counting import counting_data
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
-from synergy_opt.mechanisms.opt.context import RoundingError
+from synergy_opt.mechanisms.opt import counting_route as cr
+from synergy_opt.mechanisms.opt.context import Clock, RoundingError
 from synergy_opt.mechanisms.opt.counting_route import (
     _near_points,
     counting_near_route,
@@ -90,3 +94,24 @@ def test_route_skips_rounds_whose_super_machine_points_the_counting_route_realis
     counting_route(ctx)  # realises the super-machine's points here (test_opt_counting_route)
     with pytest.raises(RoundingError, match="skipped: the counting route realised"):
         counting_near_route(ctx)
+
+
+def test_under_a_time_limit_each_step_leaves_most_of_the_time_to_what_follows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = Opt().context(family_round("split-penalty", 32, 3))
+    assert ctx is not None
+    limits: list[float | None] = []
+    real = cr.solve_matrix
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        limits.append(kwargs.get("time_limit"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cr, "solve_matrix", recorded)
+    counting_near_route(ctx)  # no limit: node limits alone
+    assert limits == [None, None]
+    limits.clear()
+    counting_near_route(dataclasses.replace(ctx, clock=Clock.started(100.0)))
+    assert len(limits) == 2
+    assert all(t is not None and 0 < t <= cr.NEAR_TIME_SHARE * 100.0 for t in limits)
