@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
@@ -75,6 +77,10 @@ PRUNE_EPS: float = 1e-7
 #: 128-GPU single-GPU super-machines: 8-17 ms CPU and 30-90 ms wall per solve with the
 #: default scheduler, 1.5-4 ms with one thread, same optima).
 OPT_THREADS: int = 1
+#: Swap repair (:mod:`.repair`) of each route plan on which the super-machine points do not
+#: deploy, before any re-optimisation MIP.  ``SYNERGY_OPT_REPAIR=0`` turns it off (the
+#: bench measures both side by side).
+REPAIR: bool = os.environ.get("SYNERGY_OPT_REPAIR", "1") != "0"
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -562,6 +568,12 @@ class Opt:
                     break
                 seen.discard(key)
                 continue
+            if points is None and REPAIR:
+                fixed = repair(ctx, plan, ctx.points)
+                if fixed is not None:
+                    points = self._direct_points(ctx, fixed)
+                    if points is not None:
+                        name, plan = f"{name}+repair", fixed
             if points is not None:
                 if keep(name, plan, points).total >= target:
                     break

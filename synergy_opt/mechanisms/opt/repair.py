@@ -1,0 +1,143 @@
+"""Repair a GPU plan so that the super-machine's points deploy on it, without a MIP.
+
+A route's plan often misses by a few cores or GB: on cold 512-GPU rounds of the multi-GPU
+mix the best route leaves 4-14 cores of the 1400 the points ask for without a server
+(measured by max-flow), and the mechanism then pays a re-optimisation MIP per plan and the
+neighbourhood search.  This step closes such gaps by swapping whole jobs.
+
+For one resource (cores, then memory) the max-flow of :mod:`.transport` either places every
+job's demand or stops at a minimum cut: the set T of servers reachable from an unserved
+job in the residual network (with every whole job pinned to its server).  The servers in T
+are full; the jobs confined to T ask for more than T holds.  A swap of a whole job X on a
+server of T with a whole job Y of the same GPU count on a server t outside T, where X
+asks for more of that resource than Y, moves the difference out of T; it is taken only if
+t has that much to spare in both resources (and X's server can take any extra of the
+other resource Y brings).  Swaps keep every server's GPU count, so the plan stays whole;
+points do not change, so a plan that deploys is worth the super-machine optimum.  Each
+round of swaps re-runs the flows; the repair stops when the points deploy, when no swap
+helps, or after :data:`REPAIR_ROUNDS` rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+
+from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
+from synergy_opt.mechanisms.opt.transport import MEM_UNIT_GB, cut_flow
+from synergy_opt.types import MEM_EPS_GB
+
+log = logging.getLogger(__name__)
+
+#: Rounds of swaps (one pair of max-flows each) before the repair gives up.
+REPAIR_ROUNDS: int = 12
+#: Cores and GB below this count as zero (memory is flowed in 0.1-micro-GB units).
+SLACK_EPS: float = 1e-9
+
+
+def _resource(
+    ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point], r: int
+) -> tuple[int, set[int], list[int]]:
+    """(deficit, tight servers, spare per server) of resource ``r`` (0 cores, 1 memory;
+    memory in :data:`~.transport.MEM_UNIT_GB` units, as the deployment flows it)."""
+    servers = ctx.inst.cluster.servers
+    if r == 0:
+        cap = [int(s.cpus) for s in servers]
+
+        def amount(jid: str) -> int:
+            return int(points[jid][0])
+    else:
+        cap = [int(math.floor((s.mem_gb + MEM_EPS_GB) / MEM_UNIT_GB)) for s in servers]
+
+        def amount(jid: str) -> int:
+            return int(math.ceil(points[jid][1] / MEM_UNIT_GB - 1e-3))
+
+    free = list(cap)
+    spread: dict[str, list[int]] = {}
+    for jid, parts in plan.items():
+        if len(parts) > 1:
+            spread[jid] = [s for s, _ in parts]
+        else:
+            free[parts[0][0]] -= amount(jid)
+    over = {s for s, f in enumerate(free) if f < 0}
+    deficit = sum(-free[s] for s in over)
+    clipped = [max(f, 0) for f in free]
+    used, cut = cut_flow({jid: amount(jid) for jid in spread}, spread, clipped)
+    deficit += sum(amount(jid) for jid in spread) - sum(used)
+    spare = [clipped[s] - used[s] for s in range(len(servers))]
+    return deficit, over | cut, spare
+
+
+def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> GpuPlan | None:
+    """A plan on which ``points`` deploy, reached by swapping whole jobs, or ``None``."""
+    servers = ctx.inst.cluster.servers
+    jobs = {j.id: j for j in ctx.runnable}
+    if len(plan) != len(jobs):
+        return None
+    for jid, parts in plan.items():
+        c, m, _ = points[jid]
+        if len(parts) == 1:  # a whole job larger than its server: no swap fixes that
+            srv = servers[parts[0][0]]
+            if c > srv.cpus or m > srv.mem_gb + MEM_EPS_GB:
+                return None
+        elif jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids:
+            return None  # spread at a penalty the points do not carry
+    cur = dict(plan)
+    for _ in range(REPAIR_ROUNDS):
+        state = [_resource(ctx, cur, points, r) for r in (0, 1)]
+        if all(d <= 0 for d, _, _ in state):
+            return cur
+        r = 0 if state[0][0] > 0 else 1
+        other = 1 - r
+        deficit, tight, _ = state[r]
+        spare = [state[0][2], state[1][2]]
+        # Servers outside the tight set, per GPU count, hold the swap partners.
+        by_g: dict[int, list[tuple[str, int]]] = {}
+        inside: list[tuple[str, int]] = []
+        for jid, parts in cur.items():
+            if len(parts) != 1:
+                continue
+            s = parts[0][0]
+            (inside if s in tight else by_g.setdefault(jobs[jid].gpus, [])).append((jid, s))
+        moved = False
+        busy: set[int] = set()
+        # Hungriest jobs of the tight set first: they move the most per swap.
+        inside.sort(key=lambda t: (-points[t[0]][r], t[0]))
+        for x, s in inside:
+            if deficit <= 0:
+                break
+            if s in busy:
+                continue
+            jx = jobs[x]
+            dx = (points[x][0], points[x][1] / MEM_UNIT_GB)
+            best: tuple[float, str, int] | None = None
+            for y, t in by_g.get(jx.gpus, ()):
+                if t in busy or not jx.may_use(servers[t]) or not jobs[y].may_use(servers[s]):
+                    continue
+                dy = (points[y][0], points[y][1] / MEM_UNIT_GB)
+                gain = dx[r] - dy[r]
+                if gain <= SLACK_EPS or gain > spare[r][t] + SLACK_EPS:
+                    continue
+                back = dx[other] - dy[other]  # what t takes of the other resource
+                if back > spare[other][t] + SLACK_EPS:
+                    continue
+                if back < -SLACK_EPS and s in state[other][1]:
+                    continue  # s would take more of a resource it is short of
+                if back < -SLACK_EPS and -back > spare[other][s] + SLACK_EPS:
+                    continue
+                key = (min(gain, deficit), y, t)
+                if best is None or key[0] > best[0] + SLACK_EPS:
+                    best = key
+            if best is None:
+                continue
+            gain, y, t = best
+            cur[x] = ((t, jx.gpus),)
+            cur[y] = ((s, jobs[y].gpus),)
+            busy.update((s, t))
+            deficit -= gain
+            moved = True
+            log.debug("repair: %s (server %d) <-> %s (server %d), %s %.6g", x, s, y, t, r, gain)
+        if not moved:
+            return None
+    return None
