@@ -531,9 +531,14 @@ class Opt:
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
         seen: set[tuple[tuple[str, tuple[tuple[int, int], ...]], ...]] = set()
 
-        def keep(name: str, plan: GpuPlan, points: dict[str, Point]) -> State:
+        def keep(
+            name: str,
+            plan: GpuPlan,
+            points: dict[str, Point],
+            parts: dict[str, list[PlacementPart]] | None = None,
+        ) -> State:
             nonlocal best
-            state = State(plan, points, total_of(ctx, plan, points))
+            state = State(plan, points, total_of(ctx, plan, points), parts or None)
             spread = sum(1 for parts in plan.values() if len(parts) > 1)
             log.info(
                 "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, name, state.total, spread
@@ -566,25 +571,26 @@ class Opt:
                     errors.append(f"{name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, name, e)
                 continue
-            points = self._direct_points(ctx, plan)
+            deployed: dict[str, list[PlacementPart]] = {}
+            points = self._direct_points(ctx, plan, deployed)
             if name == WARM_START:
                 # Taken only at the target; otherwise dropped, and the cold search runs as
                 # without it (a route finding the same plan still counts): as a mere
                 # candidate it steered the search elsewhere (mixed-shapes 64 GPUs seed
                 # 1005 after seed 1003: 50.11 where the cold search finds 50.26).
                 if points is not None and total_of(ctx, plan, points) >= target:
-                    keep(name, plan, points)
+                    keep(name, plan, points, deployed)
                     break
                 seen.discard(key)
                 continue
             if points is None and REPAIR:
                 fixed = repair(ctx, plan, ctx.points)
                 if fixed is not None:
-                    points = self._direct_points(ctx, fixed)
+                    points = self._direct_points(ctx, fixed, deployed)
                     if points is not None:
                         name, plan = f"{name}+repair", fixed
             if points is not None:
-                if keep(name, plan, points).total >= target:
+                if keep(name, plan, points, deployed).total >= target:
                     break
                 continue
             pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
@@ -636,8 +642,13 @@ class Opt:
         ), errors
 
     @staticmethod
-    def _direct_points(ctx: RoundContext, plan: GpuPlan) -> dict[str, Point] | None:
-        """The super-machine points if they deploy on ``plan`` as they are, else ``None``."""
+    def _direct_points(
+        ctx: RoundContext,
+        plan: GpuPlan,
+        deployed: dict[str, list[PlacementPart]] | None = None,
+    ) -> dict[str, Point] | None:
+        """The super-machine points if they deploy on ``plan`` as they are, else ``None``
+        (``deployed``, when given, receives their placement parts)."""
         jobs = {j.id: j for j in ctx.runnable}
         penalised = any(  # spread where the super-machine kept it whole: points change
             len(parts) > 1 and jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids
@@ -646,7 +657,13 @@ class Opt:
         if penalised or len(plan) != len(ctx.runnable):
             return None
         points = {jid: ctx.points[jid] for jid in plan}
-        return points if deploy(ctx.inst, plan, points) is not None else None
+        parts = deploy(ctx.inst, plan, points)
+        if parts is None:
+            return None
+        if deployed is not None:
+            deployed.clear()
+            deployed.update(parts)
+        return points
 
     @staticmethod
     def deploy_plan(
