@@ -17,7 +17,9 @@ profiles, split 20/70/10):
 3. ``opt`` and ``tune`` per-round time at 128 and 512 GPUs (single- and multi-GPU mix),
    measured interleaved (tune, opt, tune, opt, ...) in this one process; median of R.
    Cold rounds: a fresh ``opt`` per round (nothing to warm-start from); wall and CPU time
-   (CPU time is what this process used, robust to other load on a shared machine).
+   (CPU time is what this process used, robust to other load on a shared machine).  A
+   third, interleaved column runs ``opt`` with its swap repair off (the fast path that
+   deploys a route's plan without a MIP), on the same rounds.
 3b. The same inside simulations (``--tables 3b``): a generated trace per cell (FIFO, paper
    workloads at 1.5x the paper's arrival rates so the cluster fills sooner), ``--warmup``
    rounds run by TUNE alone, then ``--sim-rounds`` rounds in which every round instance
@@ -214,8 +216,22 @@ def warm_up() -> None:
     make_mechanism("tune").allocate(inst)
 
 
+def _opt_without_repair(inst: RoundInstance) -> Allocation:
+    """A fresh ``opt`` with the swap repair (``mechanisms/opt/repair.py``) turned off: the
+    same code otherwise, so the two columns differ by that fast path alone."""
+    from synergy_opt.mechanisms.opt import mechanism
+
+    saved = mechanism.REPAIR
+    mechanism.REPAIR = False
+    try:
+        return make_mechanism("opt").allocate(inst)
+    finally:
+        mechanism.REPAIR = saved
+
+
 def bench_opt_vs_tune_time(repeats: int) -> None:
-    """Table 3: interleaved per-round times on cold rounds (a fresh ``opt`` each)."""
+    """Table 3: interleaved per-round times on cold rounds (a fresh ``opt`` each), with and
+    without the swap repair."""
     warm_up()
     tune = make_mechanism("tune")
     rows: list[list[object]] = []
@@ -224,21 +240,43 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
             insts: list[RoundInstance] = [family_round(family, gpus, s) for s in range(repeats)]
             t_opt: list[tuple[float, float]] = []
             t_tune: list[tuple[float, float]] = []
+            t_off: list[tuple[float, float]] = []
+            not_lower = 0
             for inst in insts:
                 t_tune.append(cpu_timed(lambda inst=inst: tune.allocate(inst))[1:])
                 opt = make_mechanism("opt")
-                t_opt.append(cpu_timed(lambda inst=inst, opt=opt: opt.allocate(inst))[1:])
+                got, *t = cpu_timed(lambda inst=inst, opt=opt: opt.allocate(inst))
+                t_opt.append((t[0], t[1]))
+                off, *t = cpu_timed(lambda inst=inst: _opt_without_repair(inst))
+                t_off.append((t[0], t[1]))
+                not_lower += got.total_throughput >= off.total_throughput - 1e-9
             mt, mo = (statistics.median(t[0] for t in ts) for ts in (t_tune, t_opt))
-            ct, co = (statistics.median(t[1] for t in ts) for ts in (t_tune, t_opt))
+            ct, co, cf = (statistics.median(t[1] for t in ts) for ts in (t_tune, t_opt, t_off))
             # The slow rounds (neighbourhood search) sit above the median: the summed CPU
             # time says what a run of such rounds costs.
             total = sum(t[1] for t in t_opt) / sum(t[1] for t in t_tune)
+            total_off = sum(t[1] for t in t_off) / sum(t[1] for t in t_tune)
             rows.append(
-                [family, gpus, 1000 * mt, 1000 * mo, mo / mt, 1000 * ct, 1000 * co, co / ct, total]
+                [
+                    family,
+                    gpus,
+                    1000 * mt,
+                    1000 * mo,
+                    mo / mt,
+                    1000 * ct,
+                    1000 * co,
+                    co / ct,
+                    total,
+                    1000 * cf,
+                    cf / ct,
+                    total_off,
+                    f"{not_lower}/{len(insts)}",
+                ]
             )
     table(
         f"3. per-round time on cold rounds, tune and opt interleaved (median of {repeats}; "
-        "'sum cpu' = total CPU opt/tune)",
+        "'sum cpu' = total CPU opt/tune; 'no repair' = opt with the swap repair off, "
+        "interleaved too; 'opt>=' = rounds where opt's total >= the no-repair total)",
         [
             "family",
             "GPUs",
@@ -249,6 +287,10 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
             "opt cpu",
             "cpu ratio",
             "sum cpu",
+            "no-repair cpu",
+            "ratio",
+            "sum",
+            "opt>=",
         ],
         rows,
     )

@@ -12,8 +12,9 @@
    (:mod:`.counting_route`, node-limited, on rounds small enough for it);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
-   GPUs), else re-optimised per server with spread jobs drawing from their span
-   (:mod:`.configure`);
+   GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
+   cut until it fits (:mod:`.repair`, no solver), else re-optimised per server with
+   spread jobs drawing from their span (:mod:`.configure`);
 4. below the bound, exact re-decisions on neighbourhoods of servers (:mod:`.neighbourhood`)
    improve the best plan.
 
@@ -42,6 +43,7 @@ from synergy_opt.mechanisms.opt import (
     counting_route,
     mechanism,
     neighbourhood,
+    repair,
     routes,
     transport,
     typed,
@@ -66,6 +68,7 @@ __all__ = [
     "counting_route",
     "mechanism",
     "neighbourhood",
+    "repair",
     "routes",
     "transport",
     "typed",

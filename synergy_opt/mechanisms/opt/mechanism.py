@@ -515,14 +515,18 @@ class Opt:
         self, ctx: RoundContext, upper: float | None, kept: GpuPlan | None = None
     ) -> tuple[Allocation | None, list[str]]:
         """Route plans in registry order; the first whose super-machine points deploy and
-        reach the target ends the search.  Otherwise the :data:`REOPTIMISED_PLANS` plans
-        that over-commit least are re-optimised (a MIP each), the best (throughput, then
-        fewer fragmented jobs) kept, and improved by exact re-decisions on neighbourhoods.
+        reach the target ends the search.  A plan on which they do not deploy is first
+        repaired by swapping whole jobs (:mod:`.repair`, no solver; with :data:`REPAIR`);
+        if that deploys them, it ends the search the same way.  Otherwise the
+        :data:`REOPTIMISED_PLANS` plans that over-commit least are re-optimised (a MIP
+        each), the best (throughput, then fewer fragmented jobs) kept, and improved by
+        exact re-decisions on neighbourhoods.
 
         With ``kept`` (the last round's GPUs of jobs still here, :meth:`_kept`), the warm
         start goes first: those jobs where they were, the new ones placed as ``balanced``
-        places them.  If the super-machine points deploy on it within the target gap, it is
-        the answer; otherwise it is dropped and the cold search runs exactly as without it."""
+        places them, repaired by swaps if need be (a few jobs move).  If the super-machine
+        points deploy on it within the target gap, it is the answer; otherwise it is
+        dropped and the cold search runs exactly as without it."""
         inst = ctx.inst
         target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
         best: tuple[tuple[float, int], State] | None = None
@@ -573,7 +577,15 @@ class Opt:
                 continue
             deployed: dict[str, list[PlacementPart]] = {}
             points = self._direct_points(ctx, plan, deployed)
-            if name == WARM_START:
+            if points is None and REPAIR:
+                # Swaps of whole jobs until the points deploy (:mod:`.repair`): on a warm
+                # start they move a few jobs, where a cold solve would move most.
+                fixed = repair(ctx, plan, ctx.points)
+                if fixed is not None:
+                    points = self._direct_points(ctx, fixed, deployed)
+                    if points is not None:
+                        name, plan = f"{name}+repair", fixed
+            if name.startswith(WARM_START):
                 # Taken only at the target; otherwise dropped, and the cold search runs as
                 # without it (a route finding the same plan still counts): as a mere
                 # candidate it steered the search elsewhere (mixed-shapes 64 GPUs seed
@@ -583,12 +595,6 @@ class Opt:
                     break
                 seen.discard(key)
                 continue
-            if points is None and REPAIR:
-                fixed = repair(ctx, plan, ctx.points)
-                if fixed is not None:
-                    points = self._direct_points(ctx, fixed, deployed)
-                    if points is not None:
-                        name, plan = f"{name}+repair", fixed
             if points is not None:
                 if keep(name, plan, points, deployed).total >= target:
                     break
