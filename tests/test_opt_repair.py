@@ -185,3 +185,34 @@ def test_placement_lp_matrix_equals_the_column_by_column_build(
     for got, want in ((mm.a_start, start), (mm.a_index, idx), (mm.a_value, val)):
         assert got.dtype == want.dtype and np.array_equal(got, want)
     assert pm.columns == tuple((d, s) for d, dc in enumerate(ctx.demands) for s in dc.allowed)
+
+
+def test_part_swap_trades_a_whole_job_for_gpus_of_a_spread_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On this round no swap of whole jobs closes the gap: a whole job leaves a full
+    server for a server where a spread job held GPUs, and the spread job takes its GPUs on
+    the full server (drawing its cores and memory anywhere on its span).  Every server
+    keeps its GPU count and the number of spread jobs does not change; turning the part
+    swap off leaves the plan unrepaired."""
+    from synergy_opt.mechanisms.opt import repair as repair_mod
+
+    inst = family_round("multi-gpu", 128, 6)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    plan = ROUTES["placement-lp"].plan(ctx)
+    assert deploy(inst, plan, ctx.points) is None
+    fixed = repair(ctx, plan, ctx.points)
+    assert fixed is not None and deploy(inst, fixed, ctx.points) is not None
+    spread_before = {j for j, p in plan.items() if len(p) > 1}
+    spread_after = {j for j, p in fixed.items() if len(p) > 1}
+    assert spread_before == spread_after
+    assert any(plan[j] != fixed[j] for j in spread_before)  # a span changed
+    gpus = Counter()
+    for p, sign in ((plan, 1), (fixed, -1)):
+        for parts in p.values():
+            for s, k in parts:
+                gpus[s] += sign * k
+    assert all(v == 0 for v in gpus.values())
+    monkeypatch.setattr(repair_mod, "_part_swap", lambda *_: None)
+    assert repair(ctx, plan, ctx.points) is None

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: Rounds of swaps (one pair of max-flows each) before the repair gives up.
 REPAIR_ROUNDS: int = 12
+#: Rounds of swaps in a row that leave the shortfall no smaller before the repair gives up
+#: (1 lost multi-GPU 128-GPU seed 6, whose shortfall went 16, 2, 5, 0 cores).
+REPAIR_PATIENCE: int = 2
 #: Cores and GB below this count as zero (memory is flowed in 0.1-micro-GB units).
 SLACK_EPS: float = 1e-9
 
@@ -84,19 +87,35 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
         elif jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids:
             return None  # spread at a penalty the points do not carry
     cur = dict(plan)
+    cl = ctx.inst.cluster
+    scale = (1.0 / max(cl.total_cpus, 1), MEM_UNIT_GB / max(cl.total_mem_gb, 1e-9))
+    best_short, misses = float("inf"), 0
     for _ in range(REPAIR_ROUNDS):
         state = [_resource(ctx, cur, points, r) for r in (0, 1)]
         if all(d <= 0 for d, _, _ in state):
             return cur
+        # Both shortfalls as fractions of the cluster: rounds of swaps that do not shrink
+        # them end the repair after REPAIR_PATIENCE in a row (the swaps are estimates of
+        # the flows; a round can lose ground that the next one more than wins back).
+        short = sum(max(d, 0) * f for (d, _, _), f in zip(state, scale, strict=True))
+        if short >= best_short - 1e-12:
+            misses += 1
+            if misses >= REPAIR_PATIENCE:
+                return None
+        else:
+            best_short, misses = short, 0
         r = 0 if state[0][0] > 0 else 1
         other = 1 - r
         deficit, tight, _ = state[r]
         spare = [state[0][2], state[1][2]]
-        # Servers outside the tight set, per GPU count, hold the swap partners.
+        # Servers outside the tight set, per GPU count, hold the swap partners; parts of
+        # spread jobs there are partners too (:func:`_part_swap`).
         by_g: dict[int, list[tuple[str, int]]] = {}
         inside: list[tuple[str, int]] = []
+        parts_out: list[tuple[str, int, int]] = []
         for jid, parts in cur.items():
             if len(parts) != 1:
+                parts_out += [(jid, t, k) for t, k in parts if t not in tight]
                 continue
             s = parts[0][0]
             (inside if s in tight else by_g.setdefault(jobs[jid].gpus, [])).append((jid, s))
@@ -130,6 +149,22 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
                 if best is None or key[0] > best[0] + SLACK_EPS:
                     best = key
             if best is None:
+                part = _part_swap(ctx, cur, x, s, dx, r, spare, busy, parts_out)
+                if part is None:
+                    continue
+                y, t = part
+                g = jx.gpus
+                kept = {u: k for u, k in cur[y] if u != t}
+                left = dict(cur[y])[t] - g
+                if left:
+                    kept[t] = left
+                kept[s] = kept.get(s, 0) + g
+                cur[x] = ((t, g),)
+                cur[y] = tuple(sorted(kept.items()))
+                busy.update((s, t))
+                deficit -= min(dx[r], deficit)
+                moved = True
+                log.debug("repair: %s (server %d) <-> %d GPUs of %s on %d", x, s, g, y, t)
                 continue
             gain, y, t = best
             cur[x] = ((t, jx.gpus),)
@@ -141,3 +176,40 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
         if not moved:
             return None
     return None
+
+
+def _part_swap(
+    ctx: RoundContext,
+    cur: dict[str, tuple[tuple[int, int], ...]],
+    x: str,
+    s: int,
+    dx: tuple[float, float],
+    r: int,
+    spare: list[list[int]],
+    busy: set[int],
+    parts_out: list[tuple[str, int, int]],
+) -> tuple[str, int] | None:
+    """A spread job y with at least x's GPUs on a server t outside the tight set, where t
+    can hold x whole: x goes to t, y takes x's GPUs on s (y draws its cores and memory
+    from any server it spans, so s loses x's whole demand and gains a flexible one).  y
+    keeps spanning two servers or more; the spread count does not change."""
+    servers = ctx.inst.cluster.servers
+    jobs = {j.id: j for j in ctx.runnable}
+    jx = jobs[x]
+    g = jx.gpus
+    other = 1 - r
+    best: tuple[float, str, int] | None = None
+    for y, t, k in parts_out:
+        if t == s or t in busy or k < g or y == x:
+            continue
+        span = {u for u, _ in cur[y]}
+        if k == g and len(span - {t} | {s}) < 2:
+            continue  # y would end on one server
+        if dx[r] > spare[r][t] + SLACK_EPS or dx[other] > spare[other][t] + SLACK_EPS:
+            continue
+        if not jx.may_use(servers[t]) or not jobs[y].may_use(servers[s]):
+            continue
+        key = (dx[r], y, t)
+        if best is None or key[0] > best[0] + SLACK_EPS:
+            best = key
+    return None if best is None else (best[1], best[2])
