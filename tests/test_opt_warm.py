@@ -213,3 +213,28 @@ def test_neighbourhood_search_is_short_within_one_percent(monkeypatch: pytest.Mo
     far = Opt().allocate(inst)
     assert calls["n"] > nb.LNS_NEAR_PATIENCE
     assert far.total_throughput >= near.total_throughput - 1e-9
+
+
+def test_fresh_opts_share_tune_and_class_floors() -> None:
+    """A fresh ``opt`` per round (table 3's cold rounds) reuses the process's TUNE and the
+    per-class floors of a cluster it has seen (pure memos); the floors equal the checker's
+    :func:`fair_share_floor` of a job of each class, and the shared TUNEs stay few."""
+    from synergy_opt.formulations.fast import class_key
+    from synergy_opt.mechanisms import MechanismOptions
+    from synergy_opt.mechanisms.opt import mechanism
+
+    assert Opt()._tune is Opt()._tune
+    for k in range(mechanism.SHARED_TUNES + 3):
+        Opt(MechanismOptions(time_limit_s=1.0 + k))
+    assert len(mechanism._TUNES) <= mechanism.SHARED_TUNES
+    inst = family_round("multi-gpu", 64, 3)
+    first = Opt()
+    first.allocate(inst)
+    again = family_round("multi-gpu", 64, 3)  # equal cluster, another object
+    second = Opt()
+    floors = second._class_floors(again)
+    assert floors is first._class_floors(inst) and floors
+    for job in again.jobs:
+        key = class_key(job)
+        if key in floors:
+            assert floors[key] == fair_share_floor(again, job)[1]

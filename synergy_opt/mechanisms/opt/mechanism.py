@@ -691,8 +691,10 @@ FLOOR_MEMO_CLUSTERS: int = 16
 _FLOOR_MEMO: OrderedDict[
     tuple[Cluster, str], tuple[dict[tuple[object, ...], float], dict[tuple[object, ...], float]]
 ] = OrderedDict()
-#: One TUNE per options for every ``opt`` of the process (see ``Opt.__init__``).
-_TUNES: dict[MechanismOptions, Mechanism] = {}
+#: One TUNE per options for every ``opt`` of the process (see ``Opt.__init__``), the
+#: most recently used few (the typed pass makes options with each round's time left).
+_TUNES: OrderedDict[MechanismOptions, Mechanism] = OrderedDict()
+SHARED_TUNES: int = 8
 
 
 def _shared_tune(options: MechanismOptions) -> Mechanism:
@@ -701,6 +703,9 @@ def _shared_tune(options: MechanismOptions) -> Mechanism:
     tune = _TUNES.get(options)
     if tune is None:
         tune = _TUNES[options] = make_mechanism("tune", options)
+        while len(_TUNES) > SHARED_TUNES:
+            _TUNES.popitem(last=False)
+    _TUNES.move_to_end(options)
     return tune
 
 
