@@ -216,3 +216,29 @@ def test_part_swap_trades_a_whole_job_for_gpus_of_a_spread_job(
     assert all(v == 0 for v in gpus.values())
     monkeypatch.setattr(repair_mod, "_part_swap", lambda *_: None)
     assert repair(ctx, plan, ctx.points) is None
+
+
+@pytest.mark.parametrize(
+    ("family", "gpus", "seed"),
+    [
+        ("multi-gpu", 128, 1),
+        ("multi-gpu", 512, 0),
+        ("split-penalty", 64, 2),
+        ("cpu-scarce", 128, 3),
+    ],
+)
+def test_placement_lp_without_presolve_reaches_the_same_vertex(
+    family: str, gpus: int, seed: int
+) -> None:
+    """The placement route solves its LP without HiGHS's presolve (faster); the vertex,
+    and so every plan rounded from it, is the one HiGHS's defaults reach."""
+    from synergy_opt.mechanisms.opt.routes import PLACEMENT_LP_OPTIONS
+
+    inst = family_round(family, gpus, seed)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    mm = build_placement_fast(inst, ctx.demands).matrix
+    plain = ctx.solve(mm, vertex=True)
+    fast = ctx.solve(mm, vertex=True, highs_options=PLACEMENT_LP_OPTIONS)
+    assert plain.x is not None and fast.x is not None
+    assert np.array_equal(plain.x, fast.x)
