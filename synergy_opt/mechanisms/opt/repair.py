@@ -12,10 +12,19 @@ are full; the jobs confined to T ask for more than T holds.  A swap of a whole j
 server of T with a whole job Y of the same GPU count on a server t outside T, where X
 asks for more of that resource than Y, moves the difference out of T; it is taken only if
 t has that much to spare in both resources (and X's server can take any extra of the
-other resource Y brings).  Swaps keep every server's GPU count, so the plan stays whole;
-points do not change, so a plan that deploys is worth the super-machine optimum.  Each
-round of swaps re-runs the flows; the repair stops when the points deploy, when no swap
-helps, or after :data:`REPAIR_ROUNDS` rounds.
+other resource Y brings).  Where no such Y exists, X may trade places with as many GPUs of
+a spread job on t (:func:`_part_swap`): X goes whole to t, the spread job takes X's GPUs
+in T and draws its cores and memory anywhere on its span.  Swaps keep every server's GPU
+count and the number of spread jobs; points do not change, so a plan that deploys is
+worth the super-machine optimum (the bound: nothing is lost by stopping there).  Each
+round of swaps re-runs the flows; the repair stops when the points deploy, after
+:data:`REPAIR_PATIENCE` rounds in a row that do not shrink the shortfall, when no swap is
+left, or after :data:`REPAIR_ROUNDS` rounds.
+
+Measured on cold rounds (``family_round``, seeds 0-8): the points deploy after the repair
+of the placement-LP plan on 7 of 9 512-GPU multi-GPU rounds (the ring plan on 8), in 4-7
+ms, where the same rounds spent 35-110 ms per re-optimisation MIP and up to 500 ms in the
+neighbourhood search.
 """
 
 from __future__ import annotations
