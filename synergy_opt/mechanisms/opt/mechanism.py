@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
@@ -78,9 +77,9 @@ PRUNE_EPS: float = 1e-7
 #: default scheduler, 1.5-4 ms with one thread, same optima).
 OPT_THREADS: int = 1
 #: Swap repair (:mod:`.repair`) of each route plan on which the super-machine points do not
-#: deploy, before any re-optimisation MIP.  ``SYNERGY_OPT_REPAIR=0`` turns it off (the
-#: bench measures both side by side).
-REPAIR: bool = os.environ.get("SYNERGY_OPT_REPAIR", "1") != "0"
+#: deploy, before any re-optimisation MIP.  Off only to measure it (bench table 3's
+#: "no-repair" column and the tests set this module attribute).
+REPAIR: bool = True
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
