@@ -10,6 +10,9 @@
    placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
    last the exact counting model restricted to the super-machine's points
    (:mod:`.counting_route`, node-limited, on rounds small enough for it);
+   and, only once the plans below (re-optimised) miss the target, the *late* routes:
+   the same counting model by relax-and-fix on larger mixed-shape rounds
+   (:mod:`.relax_fix_route`);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
@@ -43,6 +46,7 @@ from synergy_opt.mechanisms.opt import (
     counting_route,
     mechanism,
     neighbourhood,
+    relax_fix_route,
     repair,
     routes,
     transport,
@@ -68,6 +72,7 @@ __all__ = [
     "counting_route",
     "mechanism",
     "neighbourhood",
+    "relax_fix_route",
     "repair",
     "routes",
     "transport",

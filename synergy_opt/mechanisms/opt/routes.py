@@ -44,20 +44,22 @@ RoutePlan = Callable[[RoundContext], GpuPlan]
 class Route:
     """A named way to round: ``spreads`` says it may spread jobs that fit on one server;
     ``spread_only`` that it is skipped on rounds where no job may spread (it would only
-    repeat a packing)."""
+    repeat a packing); ``late`` that it runs only after the re-optimised plans missed the
+    target (it costs more than they do, and is needed only where they fall short)."""
 
     name: str
     plan: RoutePlan
     spreads: bool
     doc: str
     spread_only: bool
+    late: bool = False
 
 
 ROUTES: dict[str, Route] = {}
 
 
 def route(
-    name: str, *, spreads: bool, spread_only: bool | None = None
+    name: str, *, spreads: bool, spread_only: bool | None = None, late: bool = False
 ) -> Callable[[RoutePlan], RoutePlan]:
     """Register a rounding route under ``name`` (registry order is the order tried);
     ``spread_only`` defaults to ``spreads``."""
@@ -67,7 +69,7 @@ def route(
             raise ValueError(f"rounding route {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         ROUTES[name] = Route(
-            name, fn, spreads, doc, spreads if spread_only is None else spread_only
+            name, fn, spreads, doc, spreads if spread_only is None else spread_only, late
         )
         return fn
 
