@@ -16,7 +16,8 @@ profiles, split 20/70/10):
    model did not prove are counted apart and left out of the ratios.
 3. ``opt`` and ``tune`` per-round time at 128 and 512 GPUs (single- and multi-GPU mix),
    measured interleaved (tune, opt, tune, opt, ...) in this one process; median of R.
-   Cold rounds: a fresh ``opt`` per round (nothing to warm-start from); wall and CPU time
+   Cold rounds: ``opt.forget_rounds()`` before each (nothing to warm-start from or replay;
+   its pure memos kept, as tune's are); wall and CPU time
    (CPU time is what this process used, robust to other load on a shared machine).  A
    third, interleaved column runs ``opt`` with its swap repair off (the fast path that
    deploys a route's plan without a MIP), on the same rounds.
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 
 from synergy_opt.generate import FAMILIES, family_round
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms.opt import Opt
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import Allocation, RoundInstance
 
@@ -216,24 +218,28 @@ def warm_up() -> None:
     make_mechanism("tune").allocate(inst)
 
 
-def _opt_without_repair(inst: RoundInstance) -> Allocation:
-    """A fresh ``opt`` with the swap repair (``mechanisms/opt/repair.py``) turned off: the
-    same code otherwise, so the two columns differ by that fast path alone."""
+def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:
+    """``opt`` on ``inst`` as a cold round: its remembered rounds and warm start forgotten
+    (the same bytes as a fresh ``opt``), its pure memos kept, as ``tune``'s are across the
+    table's rounds.  ``repair=False`` turns the swap repair (``mechanisms/opt/repair.py``)
+    off: the same code otherwise, so the two columns differ by that fast path alone."""
     from synergy_opt.mechanisms.opt import mechanism
 
+    opt.forget_rounds()
     saved = mechanism.REPAIR
-    mechanism.REPAIR = False
+    mechanism.REPAIR = repair
     try:
-        return make_mechanism("opt").allocate(inst)
+        return opt.allocate(inst)
     finally:
         mechanism.REPAIR = saved
 
 
 def bench_opt_vs_tune_time(repeats: int) -> None:
-    """Table 3: interleaved per-round times on cold rounds (a fresh ``opt`` each), with and
-    without the swap repair."""
+    """Table 3: interleaved per-round times on cold rounds (no previous round to warm-start
+    from or replay), with and without the swap repair."""
     warm_up()
     tune = make_mechanism("tune")
+    opt, opt_off = Opt(), Opt()
     rows: list[list[object]] = []
     for family in ("single-gpu", "multi-gpu"):
         for gpus in (128, 512):
@@ -244,10 +250,9 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
             not_lower = 0
             for inst in insts:
                 t_tune.append(cpu_timed(lambda inst=inst: tune.allocate(inst))[1:])
-                opt = make_mechanism("opt")
-                got, *t = cpu_timed(lambda inst=inst, opt=opt: opt.allocate(inst))
+                got, *t = cpu_timed(lambda inst=inst: _cold(opt, inst))
                 t_opt.append((t[0], t[1]))
-                off, *t = cpu_timed(lambda inst=inst: _opt_without_repair(inst))
+                off, *t = cpu_timed(lambda inst=inst: _cold(opt_off, inst, repair=False))
                 t_off.append((t[0], t[1]))
                 not_lower += got.total_throughput >= off.total_throughput - 1e-9
             mt, mo = (statistics.median(t[0] for t in ts) for ts in (t_tune, t_opt))

@@ -215,26 +215,30 @@ def test_neighbourhood_search_is_short_within_one_percent(monkeypatch: pytest.Mo
     assert far.total_throughput >= near.total_throughput - 1e-9
 
 
-def test_fresh_opts_share_tune_and_class_floors() -> None:
-    """A fresh ``opt`` per round (table 3's cold rounds) reuses the process's TUNE and the
-    per-class floors of a cluster it has seen (pure memos); the floors equal the checker's
-    :func:`fair_share_floor` of a job of each class, and the shared TUNEs stay few."""
+def test_forget_rounds_solves_cold_and_keeps_the_floors() -> None:
+    """After ``forget_rounds`` an ``opt`` answers a round with the same bytes as a fresh one
+    (no replay, no warm start from the round before), and keeps its per-class floors (pure
+    memos of the cluster and the job's class, equal to the checker's floors)."""
     from synergy_opt.formulations.fast import class_key
-    from synergy_opt.mechanisms import MechanismOptions
-    from synergy_opt.mechanisms.opt import mechanism
 
-    assert Opt()._tune is Opt()._tune
-    for k in range(mechanism.SHARED_TUNES + 3):
-        Opt(MechanismOptions(time_limit_s=1.0 + k))
-    assert len(mechanism._TUNES) <= mechanism.SHARED_TUNES
-    inst = family_round("multi-gpu", 64, 3)
-    first = Opt()
-    first.allocate(inst)
-    again = family_round("multi-gpu", 64, 3)  # equal cluster, another object
-    second = Opt()
-    floors = second._class_floors(again)
-    assert floors is first._class_floors(inst) and floors
-    for job in again.jobs:
-        key = class_key(job)
-        if key in floors:
-            assert floors[key] == fair_share_floor(again, job)[1]
+    def fields(a: Allocation) -> dict[str, object]:
+        d = allocation_to_dict(a)
+        d.pop("solve_seconds", None)
+        return d
+
+    first = family_round("multi-gpu", 64, 3)
+    second = dataclasses.replace(first, jobs=first.jobs[2:])  # two jobs left
+    opt = Opt()
+    opt.allocate(first)
+    floors = opt._class_floors(first)
+    assert floors
+    warm = fields(opt.allocate(second))  # warm-started: other placements than cold
+    opt.forget_rounds()
+    cold = fields(opt.allocate(second))
+    fresh = fields(Opt().allocate(second))
+    assert warm != fresh
+    assert cold == fresh
+    assert opt._class_floors(second) is floors  # same cluster: the memo is kept
+    for job in second.jobs:
+        if class_key(job) in floors:
+            assert floors[class_key(job)] == fair_share_floor(second, job)[1]

@@ -22,7 +22,7 @@ from synergy_opt.formulations.typed_fast import (
     lowest_fair_share,
     super_machine_matrix,
 )
-from synergy_opt.mechanisms.base import Mechanism, MechanismOptions, make_mechanism, register
+from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
     point_model,
@@ -235,9 +235,8 @@ class Opt:
         self._cache: OrderedDict[RoundKey, CachedRound] = OrderedDict()
         #: The last answer's cluster and GPUs per job: the warm start of the next round.
         self._previous: tuple[Cluster, Previous] | None = None
-        #: TUNE, shared by every ``opt`` of these options in the process (its demand caches
-        #: are pure memos of the job's matrix and the cluster totals: same answers).
-        self._tune = _shared_tune(self.options)
+        #: TUNE, kept across rounds (its demand caches are pure memos: same answers).
+        self._tune = make_mechanism("tune", self.options)
         #: Required throughput per job class on ``_floors_of`` (cluster, fair-share rule).
         self._floors: dict[tuple[object, ...], float] = {}
         #: The lowest floor any GPU split allows, per job class, on the same cluster and rule.
@@ -294,26 +293,26 @@ class Opt:
         )
 
     def _class_floors(self, inst: RoundInstance) -> dict[tuple[object, ...], float]:
-        """The per-class floor memo of this round's cluster and fair-share rule (a floor
-        before placement depends only on them and the job's class), shared process-wide
-        by cluster and rule so that a fresh ``opt`` on a known cluster does not recompute
-        them (the lowest-split floors, :meth:`_split_floor_bound`'s, alike)."""
+        """The per-class floor memo, emptied when the cluster or the fair-share rule changes
+        (a floor before placement depends only on them and the job's class)."""
         of = self._floors_of
         if (
             of is None
             or of[1] != inst.fair_share_mode
             or not (of[0] is inst.cluster or of[0] == inst.cluster)
         ):
-            key = (inst.cluster, inst.fair_share_mode)
-            memo = _FLOOR_MEMO.get(key)
-            if memo is None:
-                memo = _FLOOR_MEMO[key] = ({}, {})
-            _FLOOR_MEMO.move_to_end(key)
-            while len(_FLOOR_MEMO) > FLOOR_MEMO_CLUSTERS:
-                _FLOOR_MEMO.popitem(last=False)
-            self._floors, self._lowest_floors = memo
+            self._floors = {}
+            self._lowest_floors = {}
             self._floors_of = (inst.cluster, inst.fair_share_mode)
         return self._floors
+
+    def forget_rounds(self) -> None:
+        """Forget the remembered rounds and the warm start, the only state that makes an
+        answer depend on earlier rounds; the pure memos (class floors, TUNE's demand
+        points) stay.  The next round is solved cold, with the same bytes as by a fresh
+        ``opt`` (bench table 3 times cold rounds this way)."""
+        self._cache.clear()
+        self._previous = None
 
     def _kept(self, ctx: RoundContext) -> GpuPlan:
         """The jobs of the last round still runnable here, with their last GPUs per server.
@@ -725,30 +724,6 @@ class Opt:
             if parts is not None:
                 return points, parts
         return reoptimise(ctx, plan)
-
-
-#: Clusters (with their fair-share rule) whose per-class floors stay memoised process-wide.
-FLOOR_MEMO_CLUSTERS: int = 16
-#: (cluster, fair-share rule) -> (floor per class, lowest split floor per class).
-_FLOOR_MEMO: OrderedDict[
-    tuple[Cluster, str], tuple[dict[tuple[object, ...], float], dict[tuple[object, ...], float]]
-] = OrderedDict()
-#: One TUNE per options for every ``opt`` of the process (see ``Opt.__init__``), the
-#: most recently used few (the typed pass makes options with each round's time left).
-_TUNES: OrderedDict[MechanismOptions, Mechanism] = OrderedDict()
-SHARED_TUNES: int = 8
-
-
-def _shared_tune(options: MechanismOptions) -> Mechanism:
-    """The process's TUNE for ``options``: its memos of demand points (pure functions of a
-    job's matrix and the cluster totals) serve every ``opt``, a fresh one per round too."""
-    tune = _TUNES.get(options)
-    if tune is None:
-        tune = _TUNES[options] = make_mechanism("tune", options)
-        while len(_TUNES) > SHARED_TUNES:
-            _TUNES.popitem(last=False)
-    _TUNES.move_to_end(options)
-    return tune
 
 
 def _point_value(dc: DemandClass) -> float:
