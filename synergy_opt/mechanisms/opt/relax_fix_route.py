@@ -48,6 +48,8 @@ def relax_fix_route(ctx: RoundContext) -> GpuPlan:
     integral with the spread slots as LP, then the slots integral with those counts fixed."""
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    if not ctx.inst.per_server_shares:  # decided before building anything (16 ms at 128 GPUs)
+        raise RoundingError("skipped: no floor depends on how a job's GPUs split (one share)")
     estimate = _column_estimate(ctx)
     if estimate <= COUNTING_ROUTE_MAX_COLUMNS:
         raise RoundingError("skipped: the counting route takes this round whole")
