@@ -98,11 +98,13 @@ LEAF_IP_S: float = 0.5
 ROOT_DIVE_SHARE: float = 0.3
 LEAF_DIVE_SHARE: float = 0.2
 #: A leaf's packing MIPs keep these shares of the dive's fixed servers, in turn.
-RESIDUAL_KEEP: tuple[float, ...] = (1.0, 2 / 3, 1 / 2, 1 / 3)
+RESIDUAL_KEEP: tuple[float, ...] = (1.0, 1 / 2)
 #: Time for each of those MIPs (a restriction: it only looks for an allocation).
-RESIDUAL_S: float = 1.5
-#: A dive tries at most this many patterns to round up at each step before it gives up.
+RESIDUAL_S: float = 2.0
+#: A dive tries at most this many patterns to round up at each step before it goes back
+#: a step, and prices at most ``DIVE_SOLVES`` times in all.
 DIVE_TRIES: int = 6
+DIVE_SOLVES: int = 12
 #: A master value is integral within this.
 INT_EPS: float = 1e-6
 
@@ -494,32 +496,36 @@ def _fix_servers(
     finds slowly (split-penalty 128 seed 2: HiGHS needs about 50 s for 59.6041 over the
     whole round, the leaf's LP value); with some servers fixed its search is smaller."""
     target = lp.value - EXACT_REL_GAP * max(1.0, abs(lp.value))
-    fixed: dict[Pattern, int] = {}
-    order: list[Pattern] = []
-    while _master_values(data, lp) is None:
+
+    def steps(lp: _NodeLP, fixed: dict[Pattern, int]) -> Iterator[dict[Pattern, int]]:
         trials = [{**fixed, lp.patterns[j]: math.ceil(lp.z[j])} for j in _dive_order(lp)]
-        step = None
-        for trial in [t for t in trials if _fits(data, node, t)][:DIVE_TRIES]:
-            if time.perf_counter() >= deadline:
-                return None, order
-            bounds = {p: (n, math.inf) for p, n in trial.items()}
-            got = solve_node(
-                data, pricer, pool, node, prune_at=None, deadline=deadline, fixed=bounds
-            )
-            if (
-                got is not None
-                and got.converged
-                and got.artificial <= INT_EPS
-                and got.value >= target
-            ):
-                order += [p for p in trial for _ in range(trial[p] - fixed.get(p, 0))]
-                fixed, step = trial, got
-                break
-        log.debug("dive: %d servers fixed, %s", sum(fixed.values()), step and step.value)
-        if step is None:
-            return None, order
-        lp = step
-    return lp, order
+        return iter([t for t in trials if _fits(data, node, t)][:DIVE_TRIES])
+
+    # depth first: a level whose tries all lose the value sends the dive back one level
+    stack = [(lp, {}, [], steps(lp, {}))]
+    deepest: list[Pattern] = []
+    solves = 0
+    while stack:
+        here, fixed, order, tries = stack[-1]
+        if _master_values(data, here) is not None:
+            return here, order
+        trial = next(tries, None)
+        if trial is None:
+            stack.pop()
+            continue
+        if solves >= DIVE_SOLVES or time.perf_counter() >= deadline:
+            break
+        solves += 1
+        bounds = {p: (n, math.inf) for p, n in trial.items()}
+        got = solve_node(data, pricer, pool, node, prune_at=None, deadline=deadline, fixed=bounds)
+        if got is None or not got.converged or got.artificial > INT_EPS or got.value < target:
+            continue
+        more = [p for p in trial for _ in range(trial[p] - fixed.get(p, 0))]
+        stack.append((got, trial, order + more, steps(got, trial)))
+        if len(order) + len(more) > len(deepest):
+            deepest = order + more
+        log.debug("dive: %d servers fixed (%d solves)", len(order) + len(more), solves)
+    return None, deepest
 
 
 def _pack_leaf(
