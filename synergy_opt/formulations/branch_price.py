@@ -18,6 +18,13 @@ whole round, because what remains is packing known jobs and known spread points 
 identical servers.  Every real allocation sits in exactly one leaf (slots relabelled in
 class order), so the search is exact: when it ends, the incumbent is optimal.
 
+Allocations come from dives in the master (:func:`_dive_to_leaf`, :func:`_pack_leaf`):
+down the LP's lean to a leaf, then servers fixed to patterns one at a time while the
+leaf's LP value holds, then the leaf MIP with those servers held.  Where 128-GPU
+split-penalty rounds stalled (seeds 2-4) the leaf bound was right and the allocation
+missing: seed 2's stalled leaf has LP value 59.6041, and HiGHS needs 50-63 s over the
+whole round to find an allocation worth that.
+
 ``formulations/patterns.md`` ("Branch-and-price") states the node master's extra pieces;
 the rest is the pattern master and pricing problem unchanged.
 
