@@ -752,6 +752,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     )
     vectors = [v for _, v in known]
     inc = float(cm.matrix.cost @ vectors[0]) if vectors else -math.inf
+    inc_vec = vectors[0] if vectors else None
     found = {jid: tuple(p) for jid, p in known[0][0].items()} if known else {}
     source = "warm start" if known else "none"
     nodes = leaves = count = 0
@@ -760,10 +761,11 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         return EXACT_REL_GAP * max(1.0, abs(inc)) if inc > -math.inf else 0.0
 
     def offer(placements: Mapping[str, Sequence[PlacementPart]], what: str) -> None:
-        nonlocal inc, found, source
+        nonlocal inc, found, source, inc_vec
         vec = start_from_placements(cm, placements)
         if vec is not None and float(cm.matrix.cost @ vec) > inc + 1e-9:
             inc = float(cm.matrix.cost @ vec)
+            inc_vec = vec
             found = {jid: tuple(p) for jid, p in placements.items()}
             source = what
             log.debug("branch-and-price: %s incumbent %.6g at node %d", what, inc, nodes)
@@ -855,6 +857,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         res = solve_matrix(
             _leaf_matrix(cm, node, cuts_of[node] if _with_rows(slice_s) else ()),
             solver,
+            # the incumbent, where it lies in this leaf, starts HiGHS's improvement
+            # heuristics (RINS and the like) from a packing the dive found
+            start=inc_vec,
             time_limit=max(min(slice_s, deadline - time.perf_counter()), 1e-3),
             rel_gap=EXACT_REL_GAP,
             threads=threads,
