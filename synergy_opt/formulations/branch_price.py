@@ -494,14 +494,16 @@ def _fix_servers(
 ) -> tuple[_NodeLP | None, list[Pattern]]:
     """Diving in a leaf's master (a primal heuristic): fix servers to patterns one at a
     time (the fractional pattern nearest to its next whole count is rounded up, as a lower
-    bound on its ``z``; at most :data:`DIVE_TRIES` of them per step) and price again,
-    keeping only steps that keep the leaf's LP value (within :data:`EXACT_REL_GAP`): an
-    allocation found so proves the leaf.  Returns the integral master if it gets there,
-    and the servers fixed so far in the order fixed (one pattern per server), which
-    :func:`_leaf_matrix` fixes in the leaf MIP.  Why: what stays fractional in a leaf is
-    how patterns pack the servers, which the leaf MIP's branching over identical servers
-    finds slowly (split-penalty 128 seed 2: HiGHS needs about 50 s for 59.6041 over the
-    whole round, the leaf's LP value); with some servers fixed its search is smaller."""
+    bound on its ``z``; at most :data:`DIVE_TRIES` of them per step, a step whose tries
+    all fail sending the dive back one step; :data:`DIVE_SOLVES` pricing rounds in all)
+    and price again, keeping only steps that keep the leaf's LP value (within
+    :data:`EXACT_REL_GAP`): an allocation found so proves the leaf.  Returns the integral
+    master if it gets there, else None and the deepest dive's servers in the order fixed
+    (one pattern per server), which :func:`_leaf_matrix` holds in the leaf MIP.  Why:
+    what stays fractional in a leaf is how patterns pack the servers, which the leaf
+    MIP's branching over identical servers finds slowly (split-penalty 128 seed 2: HiGHS
+    needs about 50 s for 59.6041 over the whole round, the leaf's LP value); with some
+    servers fixed its search is smaller."""
     target = lp.value - EXACT_REL_GAP * max(1.0, abs(lp.value))
 
     def steps(lp: _NodeLP, fixed: dict[Pattern, int]) -> Iterator[dict[Pattern, int]]:
@@ -509,6 +511,7 @@ def _fix_servers(
         return iter([t for t in trials if _fits(data, node, t)][:DIVE_TRIES])
 
     # depth first: a level whose tries all lose the value sends the dive back one level
+    stack: list[tuple[_NodeLP, dict[Pattern, int], list[Pattern], Iterator[dict[Pattern, int]]]]
     stack = [(lp, {}, [], steps(lp, {}))]
     deepest: list[Pattern] = []
     solves = 0
