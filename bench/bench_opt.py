@@ -1,7 +1,7 @@
 """The exact model and deployable OPT, measured side by side in one run (issue 10).
 
 python bench/bench_opt.py [--rounds N] [--seeds S] [--repeats R] [--quick]
-    [--sizes 32,64] [--seed-offset K] [--families a,b]
+    [--sizes 32,64] [--seed-offset K] [--families a,b] [--exact-cache FILE]
 
 Tables (all rounds from ``synergy_opt.generate.family_round``: GPU load 1.2, shipped
 profiles, split 20/70/10):
@@ -13,11 +13,15 @@ profiles, split 20/70/10):
    ``--sizes``, default 32, 64, 96, 128; seeds ``--seed-offset`` + round, default 1000+): the
    minimum and mean of opt/exact, how often ``opt`` >= ``tune``, and how often it schedules
    the whole runnable set when the optimum does, per family and per size.  Rounds the exact
-   model did not prove are counted apart and left out of the ratios.
+   model did not prove are counted apart and left out of the ratios.  ``--exact-cache FILE``
+   keeps the proven optima (JSON) so that a later run with other ``opt`` code skips them.
 3. ``opt`` and ``tune`` per-round time at 128 and 512 GPUs (single- and multi-GPU mix),
    measured interleaved (tune, opt, tune, opt, ...) in this one process; median of R.
-   Cold rounds: a fresh ``opt`` per round (nothing to warm-start from); wall and CPU time
-   (CPU time is what this process used, robust to other load on a shared machine).
+   Cold rounds: ``opt.forget_rounds()`` before each (nothing to warm-start from or replay;
+   its pure memos kept, as tune's are); wall and CPU time
+   (CPU time is what this process used, robust to other load on a shared machine).  A
+   third, interleaved column runs ``opt`` with its swap repair off (the fast path that
+   deploys a route's plan without a MIP), on the same rounds.
 3b. The same inside simulations (``--tables 3b``): a generated trace per cell (FIFO, paper
    workloads at 1.5x the paper's arrival rates so the cluster fills sooner), ``--warmup``
    rounds run by TUNE alone, then ``--sim-rounds`` rounds in which every round instance
@@ -30,15 +34,20 @@ profiles, split 20/70/10):
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from synergy_opt.generate import FAMILIES, family_round
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms.opt import Opt
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import Allocation, RoundInstance
 
@@ -112,16 +121,62 @@ def bench_exact_times(seeds: int, time_limit: float) -> None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Exact:
+    """What table 2 needs of an ``opt-exact`` answer (kept in ``--exact-cache``)."""
+
+    total: float
+    proven: bool
+    jobs: int
+
+    @classmethod
+    def of(cls, a: Allocation) -> Exact:
+        return cls(a.total_throughput, proven(a), len(a.jobs))
+
+
+class ExactCache:
+    """Proven optima by round, in a JSON file: a later run (other ``opt`` code, same rounds)
+    skips the exact solves, which are most of table 2's time.  An optimum does not depend on
+    the code that proved it; a round not proven is solved again (a new exact model may
+    prove it).  The file is rewritten atomically after every new round."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.rounds: dict[str, dict[str, Any]] = {}
+        if path is not None and path.exists():
+            try:
+                self.rounds = json.loads(path.read_text(encoding="utf-8"))["rounds"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise SystemExit(f"--exact-cache {path}: not a table-2 cache ({e})") from e
+
+    def get(self, key: str) -> Exact | None:
+        got = self.rounds.get(key)
+        if got is None or not got.get("proven"):
+            return None
+        return Exact(float(got["total"]), True, int(got["jobs"]))
+
+    def put(self, key: str, ex: Exact) -> None:
+        if self.path is None:
+            return
+        self.rounds[key] = {"total": ex.total, "proven": ex.proven, "jobs": ex.jobs}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        text = json.dumps({"format": "bench-opt-exact/1", "rounds": self.rounds}, indent=0)
+        tmp.write_text(text + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
 def bench_opt_ratio(
     rounds: int,
     time_limit: float,
     sizes: tuple[int, ...] = SIZES,
     seed_offset: int = 1000,
     families: tuple[str, ...] = FAMILIES,
+    cache: ExactCache | None = None,
 ) -> None:
     """Table 2: one row per family and size, then one per family over all sizes."""
     options = MechanismOptions(time_limit_s=time_limit)
     exact, opt, tune = (make_mechanism(n, options) for n in ("opt-exact", "opt", "tune"))
+    cache = cache or ExactCache(None)
     rows: list[list[object]] = []
     for family in families:
         # per size: ratios, rounds, unproven, below tune, dropped, worst round
@@ -133,14 +188,18 @@ def bench_opt_ratio(
             ratios, n_rounds, unproven, below_tune, dropped, worst = cells[gpus]
             n_rounds += 1
             inst = family_round(family, gpus, seed)
-            ex = exact.allocate(inst)
-            if not proven(ex):
+            key = f"{family}/{gpus}/{seed}"
+            ex = cache.get(key)
+            if ex is None:
+                ex = Exact.of(exact.allocate(inst))
+                cache.put(key, ex)
+            if not ex.proven:
                 log.info("table 2: %s %dg seed %d: not proven", family, gpus, seed)
                 cells[gpus] = (ratios, n_rounds, unproven + 1, below_tune, dropped, worst)
                 continue
             o = opt.allocate(inst)
             t = tune.allocate(inst)
-            ratio = o.total_throughput / ex.total_throughput if ex.total_throughput else 1.0
+            ratio = o.total_throughput / ex.total if ex.total else 1.0
             if not ratios or ratio < min(ratios):
                 worst = f"{gpus}g seed {seed}"
             ratios.append(ratio)
@@ -152,10 +211,10 @@ def bench_opt_ratio(
                 ratio,
                 ">=" if o.total_throughput >= t.total_throughput - 1e-9 else "<",
                 len(o.jobs),
-                len(ex.jobs),
+                ex.jobs,
             )
             below_tune += o.total_throughput < t.total_throughput - 1e-9
-            dropped += len(o.jobs) < len(ex.jobs)
+            dropped += len(o.jobs) < ex.jobs
             cells[gpus] = (ratios, n_rounds, unproven, below_tune, dropped, worst)
         log.warning("table 2: %s done in %.0f s", family, time.perf_counter() - t0)
         for label, parts in [(str(g), [cells[g]]) for g in sizes] + [("all", list(cells.values()))]:
@@ -214,31 +273,70 @@ def warm_up() -> None:
     make_mechanism("tune").allocate(inst)
 
 
+def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:
+    """``opt`` on ``inst`` as a cold round: its remembered rounds and warm start forgotten
+    (the same bytes as a fresh ``opt``), its pure memos kept, as ``tune``'s are across the
+    table's rounds.  ``repair=False`` turns the swap repair (``mechanisms/opt/repair.py``)
+    off: the same code otherwise, so the two columns differ by that fast path alone."""
+    from synergy_opt.mechanisms.opt import mechanism
+
+    opt.forget_rounds()
+    saved = mechanism.REPAIR
+    mechanism.REPAIR = repair
+    try:
+        return opt.allocate(inst)
+    finally:
+        mechanism.REPAIR = saved
+
+
 def bench_opt_vs_tune_time(repeats: int) -> None:
-    """Table 3: interleaved per-round times on cold rounds (a fresh ``opt`` each)."""
+    """Table 3: interleaved per-round times on cold rounds (no previous round to warm-start
+    from or replay), with and without the swap repair."""
     warm_up()
     tune = make_mechanism("tune")
+    opt, opt_off = Opt(), Opt()
     rows: list[list[object]] = []
     for family in ("single-gpu", "multi-gpu"):
         for gpus in (128, 512):
             insts: list[RoundInstance] = [family_round(family, gpus, s) for s in range(repeats)]
             t_opt: list[tuple[float, float]] = []
             t_tune: list[tuple[float, float]] = []
+            t_off: list[tuple[float, float]] = []
+            not_lower = 0
             for inst in insts:
                 t_tune.append(cpu_timed(lambda inst=inst: tune.allocate(inst))[1:])
-                opt = make_mechanism("opt")
-                t_opt.append(cpu_timed(lambda inst=inst, opt=opt: opt.allocate(inst))[1:])
+                got, *t = cpu_timed(lambda inst=inst: _cold(opt, inst))
+                t_opt.append((t[0], t[1]))
+                off, *t = cpu_timed(lambda inst=inst: _cold(opt_off, inst, repair=False))
+                t_off.append((t[0], t[1]))
+                not_lower += got.total_throughput >= off.total_throughput - 1e-9
             mt, mo = (statistics.median(t[0] for t in ts) for ts in (t_tune, t_opt))
-            ct, co = (statistics.median(t[1] for t in ts) for ts in (t_tune, t_opt))
+            ct, co, cf = (statistics.median(t[1] for t in ts) for ts in (t_tune, t_opt, t_off))
             # The slow rounds (neighbourhood search) sit above the median: the summed CPU
             # time says what a run of such rounds costs.
             total = sum(t[1] for t in t_opt) / sum(t[1] for t in t_tune)
+            total_off = sum(t[1] for t in t_off) / sum(t[1] for t in t_tune)
             rows.append(
-                [family, gpus, 1000 * mt, 1000 * mo, mo / mt, 1000 * ct, 1000 * co, co / ct, total]
+                [
+                    family,
+                    gpus,
+                    1000 * mt,
+                    1000 * mo,
+                    mo / mt,
+                    1000 * ct,
+                    1000 * co,
+                    co / ct,
+                    total,
+                    1000 * cf,
+                    cf / ct,
+                    total_off,
+                    f"{not_lower}/{len(insts)}",
+                ]
             )
     table(
         f"3. per-round time on cold rounds, tune and opt interleaved (median of {repeats}; "
-        "'sum cpu' = total CPU opt/tune)",
+        "'sum cpu' = total CPU opt/tune; 'no repair' = opt with the swap repair off, "
+        "interleaved too; 'opt>=' = rounds where opt's total >= the no-repair total)",
         [
             "family",
             "GPUs",
@@ -249,6 +347,10 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
             "opt cpu",
             "cpu ratio",
             "sum cpu",
+            "no-repair cpu",
+            "ratio",
+            "sum",
+            "opt>=",
         ],
         rows,
     )
@@ -404,6 +506,11 @@ def main() -> int:
     ap.add_argument("--seed-offset", type=int, default=1000, help="table 2: first seed")
     ap.add_argument("--families", default=",".join(FAMILIES), help="table 2: which families")
     ap.add_argument("-v", "--verbose", action="store_true", help="table 2: one line per round")
+    ap.add_argument(
+        "--exact-cache",
+        type=Path,
+        help="table 2: JSON file of proven optima, read and extended (skips their exact solves)",
+    )
     args = ap.parse_args()
     try:
         sizes = tuple(int(x) for x in args.sizes.split(","))
@@ -429,7 +536,8 @@ def main() -> int:
     if "1" in wanted:
         bench_exact_times(args.seeds, args.time_limit)
     if "2" in wanted:
-        bench_opt_ratio(args.rounds, args.time_limit, sizes, args.seed_offset, families)
+        cache = ExactCache(args.exact_cache)
+        bench_opt_ratio(args.rounds, args.time_limit, sizes, args.seed_offset, families, cache)
     if "3" in wanted:
         bench_opt_vs_tune_time(args.repeats)
     if "3b" in wanted:

@@ -286,3 +286,94 @@ def _pattern_with(k: int, p: int) -> Any:
     from synergy_opt.formulations.patterns import Pattern
 
     return Pattern(0, (((k, p), 1),), (), 1.0)
+
+
+def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bp.Node, Any]:
+    """A 32-GPU split-penalty round's dive down to a leaf from an empty pattern pool."""
+    inst = family_round("split-penalty", 32, seed)
+    data = counting._model_data(inst, select_runnable(inst))
+    cm = counting_fast.build_counting_matrix(data)
+    pricer = bp._Pricer(data)
+    pool: list[Any] = []
+    node, lp = bp._dive_to_leaf(data, pricer, pool, bp.Node(), deadline=math.inf)
+    assert lp is not None and lp.converged
+    assert bp._children(data, node, lp) is None  # a leaf: no branching left
+    return inst, data, cm, pricer, pool, node, lp
+
+
+@pytest.mark.parametrize("solves", [bp.DIVE_SOLVES, 2])
+def test_leaf_packing_reaches_the_leaf_optimum(solves: int, monkeypatch: Any) -> None:
+    """From the dive's leaf, fixing servers to patterns (all the way to an integral master
+    with the default budget; cut short after two pricing rounds, then the leaf MIP with
+    the fixed servers held) gives an allocation worth the leaf's LP value, which is the
+    leaf MIP's optimum; it keeps every floor.  The restricted MIP holds its servers to
+    their patterns."""
+    monkeypatch.setattr(bp, "DIVE_SOLVES", solves)
+    assert _check_leaf_packing(3) is (solves > 2)  # integral master, or the MIP path
+
+
+def _check_leaf_packing(seed: int) -> bool:
+    inst, data, cm, pricer, pool, node, lp = _dive_leaf(seed)
+    got, order = bp._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
+    assert order
+    leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+    assert leaf.status is TerminationStatus.OPTIMAL and leaf.objective is not None
+    assert lp.value == pytest.approx(leaf.objective, rel=REL)
+    first = next(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    alloc = build_allocation(inst, "bp", first)
+    assert alloc.total_throughput == pytest.approx(leaf.objective, rel=REL)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    held = solve_matrix(bp._leaf_matrix(cm, node, (), order), "highs", time_limit=60)
+    if held.x is None:  # every fixed server kept: the restriction may have no allocation
+        return got is not None
+    values = cm.values(held.x)
+    fixed = bp._held(data, order)
+    assert len(fixed) == len(order)  # one server per fixed pattern
+    for s, cols in fixed.items():
+        for (name, idx), v in cols.items():
+            if name in ("x", "a", "u"):
+                assert values[name, idx] == pytest.approx(v), (s, name, idx)
+            else:
+                assert values[name, idx] <= v + 1e-6, (s, name, idx)
+        others = [
+            c
+            for c in values
+            if c not in cols
+            and c[0] in ("x", "a", "u")
+            and (c[1][0] if c[0] == "x" else c[1][2]) == s
+        ]
+        assert all(values[c] == pytest.approx(0.0) for c in others), s
+    return got is not None
+
+
+def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
+    """``node_master``'s ``fixed`` bounds: a pattern held at >= 1 server is used, one held
+    at 0 is not, and the master without them is at least as good (they only restrict)."""
+    _, data, _, pricer, pool, node, lp = _dive_leaf(3)
+    _, order = bp._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
+    mm, cols, _ = bp.node_master(data, pool, node)
+    free = solve_matrix(mm, "highs")
+    assert free.x is not None and free.objective is not None
+    on = order[0]  # the dive's first step: a feasible master keeps it
+    off = next(
+        pool[idx[0]]
+        for c, (n, idx) in enumerate(cols)
+        if n == "z" and free.x[c] > 1e-6 and pool[idx[0]] != on
+    )
+    mm, cols, _ = bp.node_master(data, pool, node, {off: (0, 0), on: (1, math.inf)})
+    res = solve_matrix(mm, "highs")
+    assert res.x is not None and res.objective is not None
+    z = {pool[idx[0]]: res.x[c] for c, (n, idx) in enumerate(cols) if n == "z"}
+    assert z[off] == pytest.approx(0.0) and z[on] >= 1 - 1e-9
+    assert res.objective <= free.objective + 1e-9
+
+
+def test_the_search_takes_its_incumbent_from_a_dive() -> None:
+    """Cold-started on 32-GPU seed 6, the optimum the search proves is the one its root
+    dive packed (the dive is wired into the search, not only callable)."""
+    inst = family_round("split-penalty", 32, 6)
+    run, ref = _optimum(inst)
+    res = bp.branch_and_price(inst, run, time_limit=60)
+    assert res is not None and res.proven
+    assert res.objective == pytest.approx(ref.objective, rel=REL)
+    assert res.source in ("dive", "leaf dive")

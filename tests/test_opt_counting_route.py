@@ -56,4 +56,5 @@ def test_route_declines_large_rounds_before_building_the_model() -> None:
     assert ctx is not None
     with pytest.raises(RoundingError, match=f"> {COUNTING_ROUTE_MAX_COLUMNS}"):
         counting_route(ctx)
-    assert list(ROUTES)[-2] == "counting"  # tried after every cheaper route (then counting-near)
+    # tried only after every cheaper route (late routes come after the re-optimisation)
+    assert [name for name, r in ROUTES.items() if not r.late][-1] == "counting"

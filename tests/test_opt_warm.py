@@ -213,3 +213,32 @@ def test_neighbourhood_search_is_short_within_one_percent(monkeypatch: pytest.Mo
     far = Opt().allocate(inst)
     assert calls["n"] > nb.LNS_NEAR_PATIENCE
     assert far.total_throughput >= near.total_throughput - 1e-9
+
+
+def test_forget_rounds_solves_cold_and_keeps_the_floors() -> None:
+    """After ``forget_rounds`` an ``opt`` answers a round with the same bytes as a fresh one
+    (no replay, no warm start from the round before), and keeps its per-class floors (pure
+    memos of the cluster and the job's class, equal to the checker's floors)."""
+    from synergy_opt.formulations.fast import class_key
+
+    def fields(a: Allocation) -> dict[str, object]:
+        d = allocation_to_dict(a)
+        d.pop("solve_seconds", None)
+        return d
+
+    first = family_round("multi-gpu", 64, 3)
+    second = dataclasses.replace(first, jobs=first.jobs[2:])  # two jobs left
+    opt = Opt()
+    opt.allocate(first)
+    floors = opt._class_floors(first)
+    assert floors
+    warm = fields(opt.allocate(second))  # warm-started: other placements than cold
+    opt.forget_rounds()
+    cold = fields(opt.allocate(second))
+    fresh = fields(Opt().allocate(second))
+    assert warm != fresh
+    assert cold == fresh
+    assert opt._class_floors(second) is floors  # same cluster: the memo is kept
+    for job in second.jobs:
+        if class_key(job) in floors:
+            assert floors[class_key(job)] == fair_share_floor(second, job)[1]

@@ -18,6 +18,13 @@ whole round, because what remains is packing known jobs and known spread points 
 identical servers.  Every real allocation sits in exactly one leaf (slots relabelled in
 class order), so the search is exact: when it ends, the incumbent is optimal.
 
+Allocations come from dives in the master (:func:`_dive_to_leaf`, :func:`_pack_leaf`):
+down the LP's lean to a leaf, then servers fixed to patterns one at a time while the
+leaf's LP value holds, then the leaf MIP with those servers held.  Where 128-GPU
+split-penalty rounds stalled (seeds 2-4) the leaf bound was right and the allocation
+missing: seed 2's stalled leaf has LP value 59.6041, and HiGHS needs 50-63 s over the
+whole round to find an allocation worth that.
+
 ``formulations/patterns.md`` ("Branch-and-price") states the node master's extra pieces;
 the rest is the pattern master and pricing problem unchanged.
 
@@ -34,7 +41,7 @@ import heapq
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +100,18 @@ MAX_LEAF_SLICE_S: float = 4.0
 ROOT_IP_S: float = 1.0
 #: The same at a leaf, before its counting MIP.
 LEAF_IP_S: float = 0.5
+#: The root's dive (down to one leaf and its packing) gets at most this share of the
+#: search's time; each leaf's packing (:func:`_pack_leaf`) at most ``LEAF_DIVE_SHARE``.
+ROOT_DIVE_SHARE: float = 0.3
+LEAF_DIVE_SHARE: float = 0.2
+#: A leaf's packing MIPs keep these shares of the dive's fixed servers, in turn.
+RESIDUAL_KEEP: tuple[float, ...] = (1.0, 1 / 2)
+#: Time for each of those MIPs (a restriction: it only looks for an allocation).
+RESIDUAL_S: float = 2.0
+#: A dive tries at most this many patterns to round up at each step before it goes back
+#: a step, and prices at most ``DIVE_SOLVES`` times in all.
+DIVE_TRIES: int = 6
+DIVE_SOLVES: int = 12
 #: A master value is integral within this.
 INT_EPS: float = 1e-6
 
@@ -124,6 +143,9 @@ class BranchResult:
     leaves: int
     proven: bool
     runtime_s: float
+    #: which step found ``placements``: "warm start", "master", "restricted IP", "dive"
+    #: (the root's), "leaf IP", "leaf dive" (:func:`_pack_leaf`) or "leaf" (leaf MIP)
+    source: str = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,17 +168,26 @@ def _points(data: Mapping[str, Any], ki: Slot, node: Node) -> list[int]:
 
 
 def node_master(
-    data: Mapping[str, Any], patterns: Sequence[Pattern], node: Node
+    data: Mapping[str, Any],
+    patterns: Sequence[Pattern],
+    node: Node,
+    fixed: Mapping[Pattern, tuple[int, int]] | None = None,
 ) -> tuple[MatrixModel, list[tuple[str, tuple[int, ...]]], list[str]]:
     """The pattern master at ``node``: banned and switched-off points fixed to 0, a used
     slot's ``cnt_one_point`` row at equality, and per used slot three ``bp_ghost`` columns
     (GPUs, cores, GB from nowhere at -SHORT_PENALTY each) that keep it feasible before
-    patterns carry the slot's parts (they only relax it, so every bound stays valid)."""
+    patterns carry the slot's parts (they only relax it, so every bound stays valid).
+    ``fixed`` (a dive, :func:`_dive`; never a node of the search): bounds (lower, upper)
+    on how many servers take each of these patterns (their ``z``)."""
     mm, cols, names = build_master_matrix(data, patterns)
     col_upper = mm.col_upper.copy()
+    col_lower = mm.col_lower.copy()
     for c, (name, idx) in enumerate(cols):
         if name == "y" and (idx[:2] in node.off or idx in node.banned):
             col_upper[c] = 0.0
+        elif name == "z" and fixed and patterns[idx[0]] in fixed:
+            lo, hi = fixed[patterns[idx[0]]]
+            col_lower[c], col_upper[c] = float(lo), min(float(hi), col_upper[c])
     row_lower = mm.row_lower.copy()
     row_of = {n: r for r, n in enumerate(names)}
     ghosts: list[tuple[int, int]] = []
@@ -166,13 +197,14 @@ def node_master(
             ghosts.append((row_of[f"{base}[{ki[0]},{ki[1]}]"], len(cols)))
             cols.append(("bp_ghost", (*ki, r)))
     if not ghosts:
-        return dataclasses.replace(mm, col_upper=col_upper, row_lower=row_lower), cols, names
+        out = dataclasses.replace(mm, col_lower=col_lower, col_upper=col_upper, row_lower=row_lower)
+        return out, cols, names
     n = len(ghosts)
     start = np.concatenate([mm.a_start, mm.a_start[-1] + np.arange(1, n + 1)]).astype(np.int32)
     out = dataclasses.replace(
         mm,
         cost=np.concatenate([mm.cost, np.full(n, -SHORT_PENALTY)]),
-        col_lower=np.concatenate([mm.col_lower, np.zeros(n)]),
+        col_lower=np.concatenate([col_lower, np.zeros(n)]),
         col_upper=np.concatenate([col_upper, np.full(n, math.inf)]),
         integer=np.concatenate([mm.integer, np.zeros(n, dtype=bool)]),
         row_lower=row_lower,
@@ -258,11 +290,14 @@ def solve_node(
     *,
     prune_at: float | None,
     deadline: float,
+    fixed: Mapping[Pattern, tuple[int, int]] | None = None,
 ) -> _NodeLP | None:
     """Column generation at ``node``; new patterns join ``pool`` (shared by every node).
 
     Stops when no pattern prices out, when the bound falls to ``prune_at`` (the node
     cannot beat the incumbent), or at ``deadline``.  None when no bound was found.
+    With ``fixed`` (a dive) the returned bound is no bound of the node: only the search's
+    own calls, without it, give bounds.
     """
     known = set(pool)
     best: float | None = None
@@ -270,7 +305,7 @@ def solve_node(
     last: _NodeLP | None = None
     for _ in range(NODE_ITERATIONS):
         pats = [p for p in pool if _allowed(p, node)]
-        mm, cols, names = node_master(data, pats, node)
+        mm, cols, names = node_master(data, pats, node, fixed)
         solved = _lp(mm)
         if solved is None:
             return None
@@ -374,6 +409,178 @@ def _point_children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[No
     ]
 
 
+def _lean(data: Mapping[str, Any], node: Node, lp: _NodeLP, kids: Sequence[Node]) -> Node:
+    """The child whose new decisions the node's LP solution breaks least (a dive's way
+    down): slots switched on count their missing use, slots switched off and points
+    left out their use."""
+    whole: dict[tuple[int, int], float] = {}
+    for j, v in lp.z.items():
+        for kp, cnt in lp.patterns[j].whole:
+            whole[kp] = whole.get(kp, 0.0) + cnt * v
+
+    def use(ki: Slot) -> float:
+        return sum(lp.y.get((*ki, q), 0.0) for q in _points(data, ki, node))
+
+    def broken(kid: Node) -> float:
+        return (
+            sum(1.0 - use(ki) for ki in kid.on - node.on)
+            + sum(use(ki) for ki in kid.off - node.off)
+            + sum(lp.y.get(kiq, 0.0) for kiq in kid.banned - node.banned)
+            + sum(whole.get(kp, 0.0) for kp in kid.xbanned - node.xbanned)
+        )
+
+    return min(kids, key=broken)
+
+
+def _fits(data: Mapping[str, Any], node: Node, fixed: Mapping[Pattern, int]) -> bool:
+    """Whether the servers fixed in a dive can be part of an allocation at all: no more
+    of them than their class has, no more whole class-k jobs than its members not
+    spread, no more GPUs in a used slot's parts than the job has."""
+    shapes = server_shapes(data)
+    servers: dict[int, int] = {}
+    whole: dict[int, int] = {}
+    gpus: dict[Slot, int] = {}
+    for p, n in fixed.items():
+        servers[p.shape] = servers.get(p.shape, 0) + n
+        for (k, _), cnt in p.whole:
+            whole[k] = whole.get(k, 0) + n * cnt
+        for ki, a, _, _ in p.parts:
+            gpus[ki] = gpus.get(ki, 0) + n * a
+    spread = {k: sum(1 for kk, _ in node.on if kk == k) for k in whole}
+    return (
+        all(n <= len(shapes[c]) for c, n in servers.items())
+        and all(n <= data["n"][k] - spread[k] for k, n in whole.items())
+        and all(a <= data["g"][ki[0]] for ki, a in gpus.items())
+    )
+
+
+def _dive_to_leaf(
+    data: Mapping[str, Any], pricer: _Pricer, pool: list[Pattern], node: Node, *, deadline: float
+) -> tuple[Node, _NodeLP | None]:
+    """From ``node``, the children the LP leans to (:func:`_lean`) down to a leaf, and the
+    leaf's LP (None when no child has a feasible, converged master)."""
+    lp = solve_node(data, pricer, pool, node, prune_at=None, deadline=deadline)
+    while lp is not None and lp.converged:
+        kids = _children(data, node, lp)
+        if kids is None:
+            break
+        first = _lean(data, node, lp, kids)
+        lp = None
+        for kid in (first, *(k for k in kids if k != first)):
+            lp = solve_node(data, pricer, pool, kid, prune_at=None, deadline=deadline)
+            if lp is not None and lp.converged and lp.artificial <= INT_EPS:
+                node = kid
+                break
+            lp = None
+    log.debug("dive: leaf %s lp %s", node, lp and (lp.value, lp.converged, lp.artificial))
+    return node, lp
+
+
+def _dive_order(lp: _NodeLP) -> list[int]:
+    """The fractional patterns of a master solution in the order a dive rounds them up:
+    nearest to its next whole count first."""
+    frac = [(math.ceil(v) - v, j) for j, v in lp.z.items() if v - math.floor(v) > INT_EPS]
+    return [j for _, j in sorted(frac)]
+
+
+def _fix_servers(
+    data: Mapping[str, Any],
+    pricer: _Pricer,
+    pool: list[Pattern],
+    node: Node,
+    lp: _NodeLP,
+    *,
+    deadline: float,
+) -> tuple[_NodeLP | None, list[Pattern]]:
+    """Diving in a leaf's master (a primal heuristic): fix servers to patterns one at a
+    time (the fractional pattern nearest to its next whole count is rounded up, as a lower
+    bound on its ``z``; at most :data:`DIVE_TRIES` of them per step, a step whose tries
+    all fail sending the dive back one step; :data:`DIVE_SOLVES` pricing rounds in all)
+    and price again, keeping only steps that keep the leaf's LP value (within
+    :data:`EXACT_REL_GAP`): an allocation found so proves the leaf.  Returns the integral
+    master if it gets there, else None and the deepest dive's servers in the order fixed
+    (one pattern per server), which :func:`_leaf_matrix` holds in the leaf MIP.  Why:
+    what stays fractional in a leaf is how patterns pack the servers, which the leaf
+    MIP's branching over identical servers finds slowly (split-penalty 128 seed 2: HiGHS
+    needs about 50 s for 59.6041 over the whole round, the leaf's LP value); with some
+    servers fixed its search is smaller."""
+    target = lp.value - EXACT_REL_GAP * max(1.0, abs(lp.value))
+
+    def steps(lp: _NodeLP, fixed: dict[Pattern, int]) -> Iterator[dict[Pattern, int]]:
+        trials = [{**fixed, lp.patterns[j]: math.ceil(lp.z[j])} for j in _dive_order(lp)]
+        return iter([t for t in trials if _fits(data, node, t)][:DIVE_TRIES])
+
+    # depth first: a level whose tries all lose the value sends the dive back one level
+    stack: list[tuple[_NodeLP, dict[Pattern, int], list[Pattern], Iterator[dict[Pattern, int]]]]
+    stack = [(lp, {}, [], steps(lp, {}))]
+    deepest: list[Pattern] = []
+    solves = 0
+    while stack:
+        here, fixed, order, tries = stack[-1]
+        if _master_values(data, here) is not None:
+            return here, order
+        trial = next(tries, None)
+        if trial is None:
+            stack.pop()
+            continue
+        if solves >= DIVE_SOLVES or time.perf_counter() >= deadline:
+            break
+        solves += 1
+        bounds = {p: (n, math.inf) for p, n in trial.items()}
+        got = solve_node(data, pricer, pool, node, prune_at=None, deadline=deadline, fixed=bounds)
+        if got is None or not got.converged or got.artificial > INT_EPS or got.value < target:
+            continue
+        more = [p for p in trial for _ in range(trial[p] - fixed.get(p, 0))]
+        stack.append((got, trial, order + more, steps(got, trial)))
+        if len(order) + len(more) > len(deepest):
+            deepest = order + more
+        log.debug("dive: %d servers fixed (%d solves)", len(order) + len(more), solves)
+    return None, deepest
+
+
+def _pack_leaf(
+    data: Mapping[str, Any],
+    cm: CountingMatrix,
+    pricer: _Pricer,
+    pool: list[Pattern],
+    node: Node,
+    lp: _NodeLP,
+    deadline: float,
+    solver: str,
+) -> Iterator[dict[str, tuple[PlacementPart, ...]]]:
+    """Allocations of a leaf, best effort, from its dive (:func:`_fix_servers`): the
+    integral master if the dive gets there, else the leaf MIP with the dive's first
+    servers fixed, fewer of them each time (:data:`RESIDUAL_KEEP`), for at most
+    :data:`RESIDUAL_S` each.  A dive that runs into a dead end has fixed a server it
+    should not have, and which one is unknown; keeping a prefix keeps the LP value
+    (each step kept it) and leaves a smaller search than the whole leaf.  Only
+    allocations come out of here (the restricted MIPs bound nothing); the caller stops
+    drawing once its incumbent settles the leaf."""
+    got, order = _fix_servers(data, pricer, pool, node, lp, deadline=deadline)
+    if got is not None:
+        values = _master_values(data, got)
+        if values is not None:
+            yield placements_from_values(data, values)
+            return
+    tried: set[int] = set()
+    for share in RESIDUAL_KEEP:
+        n = int(len(order) * share)
+        left = deadline - time.perf_counter()
+        if n in tried or left <= 0:
+            continue
+        tried.add(n)
+        res = solve_matrix(
+            _leaf_matrix(cm, node, (), order[:n]),
+            solver,
+            time_limit=max(min(RESIDUAL_S, left), 1e-3),
+            rel_gap=EXACT_REL_GAP,
+            guard=True,
+        )
+        log.debug("leaf packing with %d servers fixed: %s %s", n, res.status, res.objective)
+        if res.x is not None:
+            yield placements_from_values(data, cm.values(res.x[: cm.matrix.num_cols]))
+
+
 def _master_values(
     data: Mapping[str, Any], lp: _NodeLP
 ) -> dict[tuple[str, tuple[int, ...]], float] | None:
@@ -456,15 +663,52 @@ def _with_rows(slice_s: float) -> bool:
     return round(math.log2(slice_s / LEAF_SLICE_S)) % 2 == 1
 
 
-def _leaf_matrix(cm: CountingMatrix, node: Node, cuts: Sequence[PatternCut]) -> MatrixModel:
+def _held(
+    data: Mapping[str, Any], servers: Sequence[Pattern]
+) -> dict[int, dict[tuple[str, tuple[int, ...]], float]]:
+    """Counting-model upper bounds of the servers a dive fixed: per server, its pattern's
+    columns (x, a, u exact; cp, mp at most), the servers of each class taken in order."""
+    shapes = server_shapes(data)
+    free = {c: list(run) for c, run in enumerate(shapes)}
+    out: dict[int, dict[tuple[str, tuple[int, ...]], float]] = {}
+    for p in servers:
+        if free[p.shape]:
+            s = free[p.shape].pop(0)
+            cols: dict[tuple[str, tuple[int, ...]], float] = {}
+            for (k, pt), cnt in p.whole:
+                cols["x", (s, k, pt)] = float(cnt)
+            for (k, i), a, cp, mp in p.parts:
+                cols["a", (k, i, s)] = float(a)
+                cols["u", (k, i, s)] = 1.0
+                cols["cp", (k, i, s)] = float(cp)
+                cols["mp", (k, i, s)] = float(mp)
+            out[s] = cols
+    return out
+
+
+def _leaf_matrix(
+    cm: CountingMatrix,
+    node: Node,
+    cuts: Sequence[PatternCut],
+    servers: Sequence[Pattern] = (),
+) -> MatrixModel:
     """The counting MIP with the node's decisions fixed through ``y``'s and ``x``'s bounds and
     the node's pattern rows (``pat_full_gpus``, ``pat_dual_cut``): its LP is then at least
-    as tight as the node's bound."""
+    as tight as the node's bound.  ``servers`` (a dive's, :func:`_fix_servers`) fixes that
+    many servers of each pattern's class to the pattern (whole jobs and GPUs exact, a
+    part's cores and GB at most the pattern's): a restriction, for allocations only, whose
+    bound and infeasibility say nothing about the leaf."""
     data = cm.data
     cm = strengthened_counting(data, cuts)
     lower = cm.matrix.col_lower.copy()
     upper = cm.matrix.col_upper.copy()
+    held = _held(data, servers)
     for c, (name, idx) in enumerate(cm.columns):
+        s = idx[0] if name == "x" else idx[2] if name in ("a", "u", "cp", "mp") else None
+        if s in held:
+            upper[c] = held[s].get((name, idx), 0.0)
+            if name in ("x", "a", "u"):
+                lower[c] = upper[c]
         if name == "x" and (idx[1], idx[2]) in node.xbanned:
             upper[c] = 0.0
         if name != "y":
@@ -511,18 +755,22 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     )
     vectors = [v for _, v in known]
     inc = float(cm.matrix.cost @ vectors[0]) if vectors else -math.inf
+    inc_vec = vectors[0] if vectors else None
     found = {jid: tuple(p) for jid, p in known[0][0].items()} if known else {}
+    source = "warm start" if known else "none"
     nodes = leaves = count = 0
 
     def tol() -> float:
         return EXACT_REL_GAP * max(1.0, abs(inc)) if inc > -math.inf else 0.0
 
     def offer(placements: Mapping[str, Sequence[PlacementPart]], what: str) -> None:
-        nonlocal inc, found
+        nonlocal inc, found, source, inc_vec
         vec = start_from_placements(cm, placements)
         if vec is not None and float(cm.matrix.cost @ vec) > inc + 1e-9:
             inc = float(cm.matrix.cost @ vec)
+            inc_vec = vec
             found = {jid: tuple(p) for jid, p in placements.items()}
+            source = what
             log.debug("branch-and-price: %s incumbent %.6g at node %d", what, inc, nodes)
 
     pricer = _Pricer(data)
@@ -530,6 +778,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     # (-bound, tie, node, leaf time slice; 0 while the node's master is not solved)
     heap: list[tuple[float, int, Node, float]] = [(-math.inf, 0, Node(), 0.0)]
     cuts_of: dict[Node, tuple[PatternCut, ...]] = {}
+    lp_of: dict[Node, _NodeLP] = {}
     while heap and time.perf_counter() < deadline:
         key, tie, node, slice_s = heapq.heappop(heap)
         bound = -key
@@ -562,6 +811,16 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     offer(placements_from_values(data, values), "restricted IP")
                 if bound <= inc + tol():
                     continue
+                # a dive down to one leaf and its packing: an early incumbent to prune with
+                stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
+                leaf, leaf_lp = _dive_to_leaf(data, pricer, pool, node, deadline=stop)
+                if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
+                    for found_p in _pack_leaf(data, cm, pricer, pool, leaf, leaf_lp, stop, solver):
+                        offer(found_p, "dive")
+                        if leaf_lp.value <= inc + tol():
+                            break
+                if bound <= inc + tol():
+                    continue
             kids = _children(data, node, lp)
             if kids is not None:
                 for kid in kids:
@@ -569,6 +828,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     heapq.heappush(heap, (-bound, count, kid, 0.0))
                 continue
             cuts_of[node] = pricer.cuts(lp.cuts)
+            lp_of[node] = lp
             # back into the queue at its own bound: its MIP runs when it is the best node
             heapq.heappush(heap, (-bound, tie, node, LEAF_SLICE_S))
             continue
@@ -589,10 +849,20 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 offer(placements_from_values(data, values), "leaf IP")
                 if bound <= inc + tol():
                     continue
+            stop = min(deadline, time.perf_counter() + LEAF_DIVE_SHARE * time_limit)
+            for found_p in _pack_leaf(data, cm, pricer, pool, node, lp_of[node], stop, solver):
+                offer(found_p, "leaf dive")
+                if bound <= inc + tol():
+                    break
+            if bound <= inc + tol():
+                continue
         leaves += 1
         res = solve_matrix(
             _leaf_matrix(cm, node, cuts_of[node] if _with_rows(slice_s) else ()),
             solver,
+            # the incumbent, where it lies in this leaf, starts HiGHS's improvement
+            # heuristics (RINS and the like) from a packing the dive found
+            start=inc_vec,
             time_limit=max(min(slice_s, deadline - time.perf_counter()), 1e-3),
             rel_gap=EXACT_REL_GAP,
             threads=threads,
@@ -622,6 +892,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             leaves,
             False,
             time.perf_counter() - t0,
+            source,
         )
     runtime = time.perf_counter() - t0
     log.debug(
@@ -641,4 +912,5 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         leaves,
         top is None,
         runtime,
+        source,
     )

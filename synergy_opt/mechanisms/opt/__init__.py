@@ -9,13 +9,17 @@
    it into whole GPUs per server: consolidating routes first, then the paper's
    placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
    last the exact counting model restricted to the super-machine's points
-   (:mod:`.counting_route`, node-limited, on rounds small enough for it) and, on
-   split-penalty rounds where those points cannot all be realised, the same model over
-   each job's point and the three best points below it (``counting-near``);
+   (:mod:`.counting_route`, node-limited, on rounds small enough for it);
+   and, only once the plans below (re-optimised) miss the target, the *late* routes:
+   on split-penalty rounds where the super-machine's points cannot all be realised, the
+   same counting model over each job's point and the three best points below it
+   (``counting-near``), and the counting model by relax-and-fix on larger mixed-shape
+   rounds (:mod:`.relax_fix_route`);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
-   GPUs), else re-optimised per server with spread jobs drawing from their span
-   (:mod:`.configure`);
+   GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
+   cut until it fits (:mod:`.repair`, no solver), else re-optimised per server with
+   spread jobs drawing from their span (:mod:`.configure`);
 4. below the bound, exact re-decisions on neighbourhoods of servers (:mod:`.neighbourhood`)
    improve the best plan.
 
@@ -44,6 +48,8 @@ from synergy_opt.mechanisms.opt import (
     counting_route,
     mechanism,
     neighbourhood,
+    relax_fix_route,
+    repair,
     routes,
     transport,
     typed,
@@ -68,6 +74,8 @@ __all__ = [
     "counting_route",
     "mechanism",
     "neighbourhood",
+    "relax_fix_route",
+    "repair",
     "routes",
     "transport",
     "typed",

@@ -14,8 +14,9 @@ Where jobs may spread at a split penalty the super-machine's points often cannot
 realised: on ``family_round("split-penalty", 96, 1182)`` the restricted model is infeasible,
 every route's plan left ``opt`` at 0.949 of the proven optimum, and the optimum keeps all but
 three jobs at their super-machine points, each of those one grid step lower.  The
-``counting-near`` route, last in the registry and only where the ``counting`` route found no
-allocation, offers each job its super-machine point and the :data:`NEAR_POINTS` best points
+``counting-near`` route, a late route (it runs only once the other routes' plans,
+re-optimised, missed the target) and only where the ``counting`` route found no allocation,
+offers each job its super-machine point and the :data:`NEAR_POINTS` best points
 below it, and solves that model by relax-and-fix (whole-job counts first, then the spread
 slots), each step node-limited.
 """
@@ -170,7 +171,7 @@ NEAR_NODES: int = 200
 NEAR_TIME_SHARE: float = 0.25
 
 
-@route("counting-near", spreads=True, spread_only=True)
+@route("counting-near", spreads=True, spread_only=True, late=True)
 def counting_near_route(ctx: RoundContext) -> GpuPlan:
     """The counting model over each job's super-machine point and the points just below it.
 

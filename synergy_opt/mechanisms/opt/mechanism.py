@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from synergy_opt.check import check_allocation, fair_share_floor, forced_split_factor
@@ -39,6 +39,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
@@ -75,6 +76,10 @@ PRUNE_EPS: float = 1e-7
 #: 128-GPU single-GPU super-machines: 8-17 ms CPU and 30-90 ms wall per solve with the
 #: default scheduler, 1.5-4 ms with one thread, same optima).
 OPT_THREADS: int = 1
+#: Swap repair (:mod:`.repair`) of each route plan on which the super-machine points do not
+#: deploy, before any re-optimisation MIP.  Off only to measure it (bench table 3's
+#: "no-repair" column and the tests set this module attribute).
+REPAIR: bool = True
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -301,6 +306,14 @@ class Opt:
             self._floors_of = (inst.cluster, inst.fair_share_mode)
         return self._floors
 
+    def forget_rounds(self) -> None:
+        """Forget the remembered rounds and the warm start, the only state that makes an
+        answer depend on earlier rounds; the pure memos (class floors, TUNE's demand
+        points) stay.  The next round is solved cold, with the same bytes as by a fresh
+        ``opt`` (bench table 3 times cold rounds this way)."""
+        self._cache.clear()
+        self._previous = None
+
     def _kept(self, ctx: RoundContext) -> GpuPlan:
         """The jobs of the last round still runnable here, with their last GPUs per server.
 
@@ -500,9 +513,12 @@ class Opt:
         self, ctx: RoundContext, upper: float | None, kept: GpuPlan | None = None
     ) -> tuple[Allocation | None, list[str]]:
         """Route plans in registry order; the first whose super-machine points deploy and
-        reach the target ends the search.  Otherwise the :data:`REOPTIMISED_PLANS` plans
-        that over-commit least are re-optimised (a MIP each), the best (throughput, then
-        fewer fragmented jobs) kept, and improved by exact re-decisions on neighbourhoods.
+        reach the target ends the search.  A plan on which they do not deploy is first
+        repaired by swapping whole jobs (:mod:`.repair`, no solver; with :data:`REPAIR`);
+        if that deploys them, it ends the search the same way.  Otherwise the
+        :data:`REOPTIMISED_PLANS` plans that over-commit least are re-optimised (a MIP
+        each), the best (throughput, then fewer fragmented jobs) kept, and improved by
+        exact re-decisions on neighbourhoods.
 
         With ``kept`` (the last round's GPUs of jobs still here, :meth:`_kept`), the warm
         start goes first: those jobs where they were, the new ones placed as ``balanced``
@@ -516,9 +532,14 @@ class Opt:
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
         seen: set[tuple[tuple[str, tuple[tuple[int, int], ...]], ...]] = set()
 
-        def keep(name: str, plan: GpuPlan, points: dict[str, Point]) -> State:
+        def keep(
+            name: str,
+            plan: GpuPlan,
+            points: dict[str, Point],
+            parts: dict[str, list[PlacementPart]] | None = None,
+        ) -> State:
             nonlocal best
-            state = State(plan, points, total_of(ctx, plan, points))
+            state = State(plan, points, total_of(ctx, plan, points), parts or None)
             spread = sum(1 for parts in plan.values() if len(parts) > 1)
             log.info(
                 "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, name, state.total, spread
@@ -531,7 +552,7 @@ class Opt:
         tries: list[tuple[str, RoutePlan, bool]] = []
         if kept:
             tries.append((WARM_START, lambda c: balanced_from(c, kept), False))
-        tries += [(r.name, r.plan, r.spread_only) for r in ROUTES.values()]
+        tries += [(r.name, r.plan, r.spread_only) for r in ROUTES.values() if not r.late]
         for order, (name, plan_of, spread_only) in enumerate(tries):
             if spread_only and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
@@ -551,19 +572,30 @@ class Opt:
                     errors.append(f"{name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, name, e)
                 continue
-            points = self._direct_points(ctx, plan)
+            deployed: dict[str, list[PlacementPart]] = {}
+            points = self._direct_points(ctx, plan, deployed)
             if name == WARM_START:
                 # Taken only at the target; otherwise dropped, and the cold search runs as
                 # without it (a route finding the same plan still counts): as a mere
                 # candidate it steered the search elsewhere (mixed-shapes 64 GPUs seed
                 # 1005 after seed 1003: 50.11 where the cold search finds 50.26).
                 if points is not None and total_of(ctx, plan, points) >= target:
-                    keep(name, plan, points)
+                    keep(name, plan, points, deployed)
                     break
                 seen.discard(key)
                 continue
+            if points is None and REPAIR:
+                # Swaps of whole jobs until the points deploy (:mod:`.repair`).  Not on the
+                # warm start: in table 3b's simulations it fired on 2-3 of 60 rounds, and
+                # its failed attempts cost more than it saved (512 GPUs: 5.1x against 4.0x
+                # total CPU of tune).
+                fixed = repair(ctx, plan, ctx.points)
+                if fixed is not None:
+                    points = self._direct_points(ctx, fixed, deployed)
+                    if points is not None:
+                        name, plan = f"{name}+repair", fixed
             if points is not None:
-                if keep(name, plan, points).total >= target:
+                if keep(name, plan, points, deployed).total >= target:
                     break
                 continue
             pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
@@ -600,9 +632,11 @@ class Opt:
                     continue
                 if keep(name, model.plan, points).total >= target:
                     break
-        if best is None:
+        state = best[1] if best is not None else None
+        if state is None or state.total < target:
+            state = self._late_routes(ctx, state, target, any_spreads, keep, errors)
+        if state is None:
             return None, errors
-        state = best[1]
         if state.total < target:
             state = spread_move(ctx, state, target)
         if state.total < target:
@@ -615,8 +649,54 @@ class Opt:
         ), errors
 
     @staticmethod
-    def _direct_points(ctx: RoundContext, plan: GpuPlan) -> dict[str, Point] | None:
-        """The super-machine points if they deploy on ``plan`` as they are, else ``None``."""
+    def _late_routes(
+        ctx: RoundContext,
+        state: State | None,
+        target: float,
+        any_spreads: bool,
+        keep: Callable[..., State],
+        errors: list[str],
+    ) -> State | None:
+        """The late routes (:class:`.routes.Route`), in registry order, once the other
+        routes' plans, re-optimised, missed the target: each plan at the super-machine
+        points if they deploy on it, else re-optimised; the best of those and ``state``.
+        They run before the neighbourhood search: on mixed-shape rounds where it is needed
+        it is cheaper than the search and reaches the optimum where the search stops short
+        (mixed shapes 128 GPUs seed 1191: 103.57 in 5.8 s CPU, where the search alone
+        gets 103.50 in 20 s)."""
+        for r in ROUTES.values():
+            if not r.late or (r.spread_only and not any_spreads):
+                continue
+            try:
+                plan = r.plan(ctx)
+                spread = sum(1 for parts in plan.values() if len(parts) > 1)
+                if spread > ctx.max_fragmented:
+                    raise RoundingError(
+                        f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
+                    )
+                deployed: dict[str, list[PlacementPart]] = {}
+                points = Opt._direct_points(ctx, plan, deployed)
+                if points is None:
+                    points, _ = solve_points(ctx, point_model(ctx, plan))
+            except RoundingError as e:
+                errors.append(f"{r.name}: {e}")
+                log.info("opt on %s: %s: %s", ctx.inst.name, r.name, e)
+                continue
+            found = keep(r.name, plan, points, deployed)
+            if state is None or found.total > state.total + PRUNE_EPS * max(1.0, state.total):
+                state = found
+            if state.total >= target:
+                break
+        return state
+
+    @staticmethod
+    def _direct_points(
+        ctx: RoundContext,
+        plan: GpuPlan,
+        deployed: dict[str, list[PlacementPart]] | None = None,
+    ) -> dict[str, Point] | None:
+        """The super-machine points if they deploy on ``plan`` as they are, else ``None``
+        (``deployed``, when given, receives their placement parts)."""
         jobs = {j.id: j for j in ctx.runnable}
         penalised = any(  # spread where the super-machine kept it whole: points change
             len(parts) > 1 and jobs[jid].split_penalty < 1.0 and jid not in ctx.spread_ids
@@ -625,7 +705,13 @@ class Opt:
         if penalised or len(plan) != len(ctx.runnable):
             return None
         points = {jid: ctx.points[jid] for jid in plan}
-        return points if deploy(ctx.inst, plan, points) is not None else None
+        parts = deploy(ctx.inst, plan, points)
+        if parts is None:
+            return None
+        if deployed is not None:
+            deployed.clear()
+            deployed.update(parts)
+        return points
 
     @staticmethod
     def deploy_plan(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
@@ -106,6 +106,8 @@ class State:
     plan: GpuPlan
     points: dict[str, Point]
     total: float
+    #: Its placement parts when already deployed (saves the final max-flow), else ``None``.
+    parts: dict[str, list[PlacementPart]] | None = field(default=None, compare=False)
 
 
 def total_of(ctx: RoundContext, plan: GpuPlan, points: dict[str, Point]) -> float:
@@ -509,4 +511,6 @@ def _start(
 
 def placements(ctx: RoundContext, state: State) -> dict[str, list[PlacementPart]] | None:
     """Placement parts of ``state`` (``None`` only on numerical trouble)."""
+    if state.parts is not None:
+        return state.parts
     return deploy(ctx.inst, state.plan, state.points)

@@ -30,55 +30,87 @@ def _flow(
     these graphs have tens of nodes, where a general graph library spends its time building
     its own residual network (about 15 ms a call with networkx, well under 1 ms here).
     """
-    need = sum(demand.values())
-    if need == 0:
+    if sum(demand.values()) == 0:
         return {jid: dict.fromkeys(spans[jid], 0) for jid in demand}
-    jobs = list(demand)
-    used = sorted({s for sp in spans.values() for s in sp})
-    n_j = len(jobs)
-    snode = {s: 1 + n_j + i for i, s in enumerate(used)}
-    src, dst = 0, 1 + n_j + len(used)
-    n = dst + 1
-    head: list[list[int]] = [[] for _ in range(n)]
-    to: list[int] = []
-    capl: list[int] = []
-
-    def edge(u: int, v: int, c: int) -> int:
-        head[u].append(len(to))
-        to.append(v)
-        capl.append(c)
-        head[v].append(len(to))
-        to.append(u)
-        capl.append(0)
-        return len(to) - 2
-
-    job_edges: dict[str, dict[int, int]] = {}
-    for i, jid in enumerate(jobs):
-        edge(src, 1 + i, demand[jid])
-        job_edges[jid] = {s: edge(1 + i, snode[s], demand[jid]) for s in spans[jid]}
-    for s in used:
-        edge(snode[s], dst, max(cap[s], 0))
-    total = 0
-    while True:
-        level = [-1] * n
-        level[src] = 0
-        queue = [src]
-        for u in queue:
-            for e in head[u]:
-                if capl[e] > 0 and level[to[e]] < 0:
-                    level[to[e]] = level[u] + 1
-                    queue.append(to[e])
-        if level[dst] < 0:
-            break
-        nxt = [0] * n
-        while True:
-            f = _push(src, dst, need, head, to, capl, level, nxt)
-            if not f:
-                break
-            total += f
-    if total < need:
+    net = _Network(demand, spans, cap)
+    if net.total < net.need:
         return None
-    return {jid: {s: capl[e ^ 1] for s, e in job_edges[jid].items()} for jid in jobs}
+    return {jid: {s: net.capl[e ^ 1] for s, e in net.job_edges[jid].items()} for jid in demand}
+
+
+def cut_flow(
+    demand: Mapping[str, int], spans: Mapping[str, Sequence[int]], cap: Sequence[int]
+) -> tuple[list[int], set[int]]:
+    """The max-flow's use of each server and, when it cannot serve every job, the servers
+    on the source side of a minimum cut (reachable from an unserved job in the residual
+    network: full servers whose jobs ask for more than they hold).  The cut is empty when
+    every demand is met."""
+    if sum(demand.values()) == 0:
+        return [0] * len(cap), set()
+    net = _Network(demand, spans, cap)
+    used = [0] * len(cap)
+    for s, e in net.server_edges.items():
+        used[s] = net.capl[e ^ 1]
+    if net.total >= net.need:
+        return used, set()
+    return used, {s for s, node in net.snode.items() if net.level[node] >= 0}
+
+
+class _Network:
+    """A solved bipartite max-flow (source -> job -> server -> sink), Dinic's algorithm.
+
+    After construction ``level`` is the last BFS's: nodes reachable from the source in the
+    residual network (>= 0), the source side of a minimum cut when ``total < need``."""
+
+    def __init__(
+        self, demand: Mapping[str, int], spans: Mapping[str, Sequence[int]], cap: Sequence[int]
+    ) -> None:
+        self.need = sum(demand.values())
+        jobs = list(demand)
+        used = sorted({s for sp in spans.values() for s in sp})
+        n_j = len(jobs)
+        self.snode = {s: 1 + n_j + i for i, s in enumerate(used)}
+        src, dst = 0, 1 + n_j + len(used)
+        n = dst + 1
+        head: list[list[int]] = [[] for _ in range(n)]
+        to: list[int] = []
+        capl: list[int] = []
+
+        def edge(u: int, v: int, c: int) -> int:
+            head[u].append(len(to))
+            to.append(v)
+            capl.append(c)
+            head[v].append(len(to))
+            to.append(u)
+            capl.append(0)
+            return len(to) - 2
+
+        self.job_edges: dict[str, dict[int, int]] = {}
+        for i, jid in enumerate(jobs):
+            edge(src, 1 + i, demand[jid])
+            self.job_edges[jid] = {s: edge(1 + i, self.snode[s], demand[jid]) for s in spans[jid]}
+        self.server_edges = {s: edge(self.snode[s], dst, max(cap[s], 0)) for s in used}
+        total = 0
+        while True:
+            level = [-1] * n
+            level[src] = 0
+            queue = [src]
+            for u in queue:
+                for e in head[u]:
+                    if capl[e] > 0 and level[to[e]] < 0:
+                        level[to[e]] = level[u] + 1
+                        queue.append(to[e])
+            if level[dst] < 0:
+                break
+            nxt = [0] * n
+            while True:
+                f = _push(src, dst, self.need, head, to, capl, level, nxt)
+                if not f:
+                    break
+                total += f
+        self.total = total
+        self.capl = capl
+        self.level = level
 
 
 def _push(

@@ -1,0 +1,87 @@
+"""The ``counting-relax-fix`` route: the counting route's model, by relax-and-fix, on rounds
+too large for the counting route's single MIP.
+
+On mixed-shape clusters (jobs may spread at no penalty, their floors depend on how their
+GPUs split over server shapes) the restricted counting model has 2000-3000 columns at 128
+GPUs, above the counting route's cap, and the cheaper routes can miss the spreads the
+optimum needs: a 200-round pass left ``family_round("mixed-shapes", 128, 1003)`` at 0.984 of
+its proven optimum (two 4- and 2-GPU jobs that spread over three server shapes in the
+optimum got 0.5 and 0.89 less). ``opt-exact`` meets the super-machine bound there by
+relax-and-fix in about 2 s (:func:`synergy_opt.formulations.counting_fast.solve_counting`);
+this route does the same with node limits, so its answer does not depend on the machine's
+speed. It runs only when every earlier route missed the target (the mechanism stops at the
+first plan that reaches it) and only where relax-and-fix pays: the counting model has slots
+that carry split rows, or every job that may spread does so at no penalty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from synergy_opt.formulations.counting import counting_data, restrict_points
+from synergy_opt.formulations.counting_fast import build_counting_matrix, placements_from_values
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.counting_route import (
+    COUNTING_ROUTE_MAX_COLUMNS,
+    _column_estimate,
+    _plan_by_point,
+)
+from synergy_opt.mechanisms.opt.routes import route
+
+log = logging.getLogger(__name__)
+
+#: Largest restricted model this route takes (the counting route takes up to
+#: :data:`COUNTING_ROUTE_MAX_COLUMNS`; below that it has run already).
+RELAX_FIX_MAX_COLUMNS: int = 6000
+#: Branch-and-bound nodes of each step (whole-job counts, then the slots): a deterministic
+#: stop, unlike a time limit.
+RELAX_FIX_NODES: int = 50
+
+
+@route("counting-relax-fix", spreads=True, spread_only=True, late=True)
+def relax_fix_route(ctx: RoundContext) -> GpuPlan:
+    """The counting model over the super-machine's points by relax-and-fix: whole-job counts
+    integral with the spread slots as LP, then the slots integral with those counts fixed."""
+    if any(j.sensitivity_by_type is not None for j in ctx.runnable):
+        raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    if not ctx.inst.per_server_shares:  # decided before building anything (16 ms at 128 GPUs)
+        raise RoundingError("skipped: no floor depends on how a job's GPUs split (one share)")
+    estimate = _column_estimate(ctx)
+    if estimate <= COUNTING_ROUTE_MAX_COLUMNS:
+        raise RoundingError("skipped: the counting route takes this round whole")
+    if estimate > RELAX_FIX_MAX_COLUMNS:
+        raise RoundingError(f"skipped: ~{estimate} columns > {RELAX_FIX_MAX_COLUMNS}")
+    data = counting_data(ctx.inst, ctx.runnable)
+    if not data["feasible"]:
+        raise RoundingError("skipped: the counting data cannot keep every floor as placed")
+    if not data["slot_splits"]:
+        raise RoundingError("skipped: no floor depends on how a job's GPUs split")
+    classes: Sequence[Sequence[str]] = data["classes"]
+    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(classes)}
+    cm = build_counting_matrix(restrict_points(data, keep))
+    mm = cm.matrix
+    is_x = np.array([name == "x" for name, _ in cm.columns], dtype=bool)
+    counts = ctx.solve(
+        dataclasses.replace(mm, integer=mm.integer & is_x), node_limit=RELAX_FIX_NODES
+    )
+    if counts.x is None:
+        raise RoundingError(f"relax-and-fix (counts): {counts.status} without a solution")
+    xs = np.round(counts.x)
+    fixed = dataclasses.replace(
+        mm,
+        col_lower=np.where(is_x, xs, mm.col_lower),
+        col_upper=np.where(is_x, xs, mm.col_upper),
+    )
+    res = ctx.solve(fixed, node_limit=RELAX_FIX_NODES)
+    if res.x is None:
+        raise RoundingError(f"relax-and-fix (slots): {res.status} without a solution")
+    got = placements_from_values(data, cm.values(res.x))
+    if len(got) != len(ctx.runnable):
+        raise RoundingError("relax-and-fix left a runnable job out")
+    log.info("counting-relax-fix: %.6g (%d columns)", res.objective or 0.0, mm.num_cols)
+    index = {name: i for i, name in enumerate(data["server_names"])}
+    return _plan_by_point(ctx, classes, got, index)
