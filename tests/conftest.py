@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,21 @@ def all_instances() -> list[Path]:
 def tiny_instances() -> list[Path]:
     """The hand-worked tiny instances."""
     return sorted((INSTANCES / "tiny").glob("*.json"))
+
+
+@pytest.fixture
+def without_routes() -> Iterator[Callable[..., None]]:
+    """``without_routes("counting", ...)`` drops opt's rounding routes for one test; the
+    registry comes back in its own order afterwards (``monkeypatch.delitem`` re-adds a key
+    at the end, which changes the order later tests try the routes in)."""
+    from synergy_opt.mechanisms.opt import ROUTES
+
+    saved = dict(ROUTES)
+
+    def drop(*names: str) -> None:
+        for name in names:
+            del ROUTES[name]
+
+    yield drop
+    ROUTES.clear()
+    ROUTES.update(saved)

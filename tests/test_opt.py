@@ -8,6 +8,7 @@ import logging
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -650,7 +651,7 @@ def test_replay_needs_the_same_fair_share_rule() -> None:
 
 
 def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, without_routes: Callable[..., None]
 ) -> None:
     """64-GPU split-penalty round (seed 4): the optimum (proven by the counting model)
     spreads a 6-GPU and an 8-GPU penalised job over servers whose cores and memory they
@@ -676,7 +677,7 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
     # LNS_HIGHS_OPTIONS even these narrow neighbourhoods happen to reach it here).
     monkeypatch.setattr(neighbourhood, "LNS_HIGHS_OPTIONS", {})
     # ... and without the counting-near route, whose plan leads them to it as well.
-    monkeypatch.delitem(opt_mod.ROUTES, "counting-near")
+    without_routes("counting-near")
     narrow = make_mechanism("opt").allocate(inst)
     assert narrow.total_throughput < (1 - 1e-3) * exact.objective
 
@@ -709,7 +710,7 @@ def test_neighbourhood_keeps_the_per_server_floor_on_mixed_shapes(
 
 
 def test_neighbourhoods_of_two_sizes_reach_the_multi_gpu_optimum(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, without_routes: Callable[..., None]
 ) -> None:
     """64-GPU multi-GPU round (seed 1131): the placement-LP plan is 1.4% short of the
     proven optimum; 6-server neighbourhoods alone raise it to 0.987 of it, the 8-server
@@ -725,7 +726,7 @@ def test_neighbourhoods_of_two_sizes_reach_the_multi_gpu_optimum(
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= (1 - 1e-4) * exact.objective - ABS_TOL
     # The neighbourhoods alone (the counting route, which also reaches it, left out):
-    monkeypatch.delitem(opt_mod.ROUTES, "counting")
+    without_routes("counting")
     assert make_mechanism("opt").allocate(inst).total_throughput >= (1 - 1e-4) * exact.objective
     monkeypatch.setattr(neighbourhood, "LNS_SERVERS", (6,))
     assert make_mechanism("opt").allocate(inst).total_throughput < 0.99 * exact.objective

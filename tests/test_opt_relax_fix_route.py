@@ -8,6 +8,8 @@ counting model is above the counting route's cap; relax-and-fix solves it in abo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from synergy_opt.check import check_allocation
@@ -29,8 +31,8 @@ def test_opt_reaches_the_bound_on_mixed_shapes(gpus: int, seed: int) -> None:
     assert check_allocation(inst, got, fair_share=True) == []
 
 
-def test_without_the_route_opt_stops_short(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(ROUTES, "counting-relax-fix")
+def test_without_the_route_opt_stops_short(without_routes: Callable[..., None]) -> None:
+    without_routes("counting-relax-fix")
     got = make_mechanism("opt").allocate(family_round("mixed-shapes", 128, 1003))
     assert got.upper_bound is not None
     assert got.total_throughput < 0.99 * got.upper_bound
