@@ -26,13 +26,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from synergy_opt.formulations.counting import counting_data, restrict_points
-from synergy_opt.formulations.counting_fast import build_counting_matrix, placements_from_values
+from synergy_opt.formulations.counting_fast import (
+    CountingMatrix,
+    build_counting_matrix,
+    placements_from_values,
+)
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.opt.context import (
     OPT_HIGHS_OPTIONS,
@@ -191,31 +195,49 @@ def counting_near_route(ctx: RoundContext) -> GpuPlan:
     data = counting_data(ctx.inst, ctx.runnable)
     if not data["feasible"]:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
-    classes: Sequence[Sequence[str]] = data["classes"]
     keep = _near_points(ctx, data, NEAR_POINTS)
     cm = build_counting_matrix(restrict_points(data, keep))
     if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
+    return relax_and_fix_plan(ctx, data, cm, lambda mm: _solve_near(ctx, mm), "counting-near")
+
+
+def relax_and_fix_plan(
+    ctx: RoundContext,
+    data: Mapping[str, Any],
+    cm: CountingMatrix,
+    solve: Callable[[MatrixModel], SolveResult],
+    name: str,
+) -> GpuPlan:
+    """The plan of a restricted counting model ``cm`` solved by relax-and-fix: whole-job
+    counts integral with the spread slots as LP, then the slots integral with those counts
+    fixed (``solve`` runs each step; the late routes give it node limits)."""
     mm = cm.matrix
-    is_x = np.array([name == "x" for name, _ in cm.columns], dtype=bool)
-    counts = _solve_near(ctx, dataclasses.replace(mm, integer=mm.integer & is_x))
+    is_x = np.array([col == "x" for col, _ in cm.columns], dtype=bool)
+    counts = solve(dataclasses.replace(mm, integer=mm.integer & is_x))
     if counts.x is None:
-        raise RoundingError(f"near counting model (counts): {counts.status} without a solution")
+        raise RoundingError(f"{name} (counts): {counts.status} without a solution")
     xs = np.round(counts.x)
     fixed = dataclasses.replace(
         mm,
         col_lower=np.where(is_x, xs, mm.col_lower),
         col_upper=np.where(is_x, xs, mm.col_upper),
     )
-    res = _solve_near(ctx, fixed)
+    res = solve(fixed)
     if res.x is None:
-        raise RoundingError(f"near counting model (slots): {res.status} without a solution")
+        raise RoundingError(f"{name} (slots): {res.status} without a solution")
     got = placements_from_values(data, cm.values(res.x))
     if len(got) != len(ctx.runnable):
-        raise RoundingError("near counting model left a runnable job out")
-    log.info("counting-near: %.6g (counts step %s)", res.objective or 0.0, counts.status)
-    index = {name: i for i, name in enumerate(data["server_names"])}
-    return _plan_by_point(ctx, classes, got, index)
+        raise RoundingError(f"{name} left a runnable job out")
+    log.info(
+        "%s: %.6g (%d columns, counts step %s)",
+        name,
+        res.objective or 0.0,
+        mm.num_cols,
+        counts.status,
+    )
+    index = {server: i for i, server in enumerate(data["server_names"])}
+    return _plan_by_point(ctx, data["classes"], got, index)
 
 
 def _solve_near(ctx: RoundContext, mm: MatrixModel) -> SolveResult:

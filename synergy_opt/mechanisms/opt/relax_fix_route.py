@@ -16,23 +16,15 @@ that carry split rows, or every job that may spread does so at no penalty.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Sequence
-
-import numpy as np
-
 from synergy_opt.formulations.counting import counting_data, restrict_points
-from synergy_opt.formulations.counting_fast import build_counting_matrix, placements_from_values
+from synergy_opt.formulations.counting_fast import build_counting_matrix
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.counting_route import (
     COUNTING_ROUTE_MAX_COLUMNS,
     _column_estimate,
-    _plan_by_point,
+    relax_and_fix_plan,
 )
 from synergy_opt.mechanisms.opt.routes import route
-
-log = logging.getLogger(__name__)
 
 #: Largest restricted model this route takes (the counting route takes up to
 #: :data:`COUNTING_ROUTE_MAX_COLUMNS`; below that it has run already).
@@ -60,28 +52,8 @@ def relax_fix_route(ctx: RoundContext) -> GpuPlan:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
     if not data["slot_splits"]:
         raise RoundingError("skipped: no floor depends on how a job's GPUs split")
-    classes: Sequence[Sequence[str]] = data["classes"]
-    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(classes)}
+    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
     cm = build_counting_matrix(restrict_points(data, keep))
-    mm = cm.matrix
-    is_x = np.array([name == "x" for name, _ in cm.columns], dtype=bool)
-    counts = ctx.solve(
-        dataclasses.replace(mm, integer=mm.integer & is_x), node_limit=RELAX_FIX_NODES
+    return relax_and_fix_plan(
+        ctx, data, cm, lambda mm: ctx.solve(mm, node_limit=RELAX_FIX_NODES), "counting-relax-fix"
     )
-    if counts.x is None:
-        raise RoundingError(f"relax-and-fix (counts): {counts.status} without a solution")
-    xs = np.round(counts.x)
-    fixed = dataclasses.replace(
-        mm,
-        col_lower=np.where(is_x, xs, mm.col_lower),
-        col_upper=np.where(is_x, xs, mm.col_upper),
-    )
-    res = ctx.solve(fixed, node_limit=RELAX_FIX_NODES)
-    if res.x is None:
-        raise RoundingError(f"relax-and-fix (slots): {res.status} without a solution")
-    got = placements_from_values(data, cm.values(res.x))
-    if len(got) != len(ctx.runnable):
-        raise RoundingError("relax-and-fix left a runnable job out")
-    log.info("counting-relax-fix: %.6g (%d columns)", res.objective or 0.0, mm.num_cols)
-    index = {name: i for i, name in enumerate(data["server_names"])}
-    return _plan_by_point(ctx, classes, got, index)
