@@ -45,6 +45,9 @@ class TerminationStatus(StrEnum):
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
     INFEASIBLE_OR_UNBOUNDED = "infeasible_or_unbounded"
+    #: Stopped at a node, iteration or solution limit: a deliberate stop, like a time limit
+    #: (HiGHS reports its ``mip_max_nodes`` as "Solution limit reached").
+    LIMIT = "limit"
     ERROR = "error"
 
 
@@ -209,6 +212,8 @@ def _highs_matrix(
         S.kInfeasible: TerminationStatus.INFEASIBLE,
         S.kUnbounded: TerminationStatus.UNBOUNDED,
         S.kUnboundedOrInfeasible: TerminationStatus.INFEASIBLE_OR_UNBOUNDED,
+        S.kSolutionLimit: TerminationStatus.LIMIT,
+        S.kIterationLimit: TerminationStatus.LIMIT,
     }.get(ms, TerminationStatus.ERROR)
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
     x = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_sol else None

@@ -427,3 +427,24 @@ def test_placement_respects_gpu_types() -> None:
     assert (0, 0) not in m.x and (0, 1) in m.x
     res = solve_pyomo(m, "highs")
     assert res.values[("x", (0, 1))] == approx(1.0)
+
+
+def test_node_limit_is_reported_as_a_limit_not_an_error() -> None:
+    """A MIP stopped at its node limit (HiGHS: "Solution limit reached") is a deliberate
+    stop with an incumbent, like a time limit; it used to come back as ``error``."""
+    import numpy as np
+
+    from synergy_opt.matrix import matrix_model
+
+    rng = np.random.default_rng(1)
+    w = rng.integers(50, 100, (4, 40))
+    cols = [[(r, float(w[r, i])) for r in range(4)] for i in range(40)]
+    value = (w.sum(0) + rng.integers(0, 10, 40)).astype(float)
+    caps = [float(w[r].sum() // 2) for r in range(4)]
+    mm = matrix_model(
+        cols, value, [1.0] * 40, [True] * 40, [0.0] * 4, caps, ["c"] * 4, maximize=True, name="k"
+    )
+    res = solve_matrix(mm, "highs", node_limit=1, highs_options={"mip_heuristic_effort": 0.0})
+    assert res.status is TerminationStatus.LIMIT
+    assert res.x is not None and res.objective is not None
+    assert res.dual_bound is not None and res.dual_bound >= res.objective
