@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -71,3 +72,15 @@ def without_routes() -> Iterator[Callable[..., None]]:
     yield drop
     ROUTES.clear()
     ROUTES.update(saved)
+
+
+def assert_plan_on_whole_gpus(ctx: Any, plan: Mapping[str, Sequence[tuple[int, int]]]) -> None:
+    """A rounding route's plan places every runnable job on whole GPUs (its GPU count in
+    all), and no server holds more GPUs than it has."""
+    assert set(plan) == {j.id for j in ctx.runnable}
+    used = [0] * len(ctx.inst.cluster.servers)
+    for job in ctx.runnable:
+        assert sum(g for _, g in plan[job.id]) == job.gpus
+        for s, g in plan[job.id]:
+            used[s] += g
+    assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))

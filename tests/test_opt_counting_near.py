@@ -30,6 +30,7 @@ from synergy_opt.mechanisms.opt.counting_route import (
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import build_allocation
+from tests.conftest import assert_plan_on_whole_gpus
 
 #: opt-exact's proven optima (relative gap <= 1e-4) of split-penalty 96 GPUs seeds 1182
 #: and 1174.
@@ -41,13 +42,7 @@ def test_route_realises_a_round_whose_super_machine_points_do_not_deploy() -> No
     ctx = Opt().context(family_round("split-penalty", 96, 1182))
     assert ctx is not None
     plan = counting_near_route(ctx)
-    assert set(plan) == {j.id for j in ctx.runnable}
-    used = [0] * len(ctx.inst.cluster.servers)
-    for job in ctx.runnable:
-        assert sum(g for _, g in plan[job.id]) == job.gpus
-        for s, g in plan[job.id]:
-            used[s] += g
-    assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))
+    assert_plan_on_whole_gpus(ctx, plan)
     points, parts = Opt.deploy_plan(ctx, plan)
     alloc = build_allocation(ctx.inst, "opt", parts)
     assert check_allocation(ctx.inst, alloc, fair_share=True) == []

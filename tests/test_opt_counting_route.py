@@ -15,6 +15,7 @@ from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.counting_route import COUNTING_ROUTE_MAX_COLUMNS, counting_route
+from tests.conftest import assert_plan_on_whole_gpus
 
 
 @pytest.mark.parametrize(
@@ -42,13 +43,7 @@ def test_route_plan_places_every_runnable_job_on_whole_gpus() -> None:
     ctx = Opt().context(family_round("single-gpu", 128, 1059))
     assert ctx is not None
     plan = counting_route(ctx)
-    assert set(plan) == {j.id for j in ctx.runnable}
-    used = [0] * len(ctx.inst.cluster.servers)
-    for job in ctx.runnable:
-        assert sum(g for _, g in plan[job.id]) == job.gpus
-        for s, g in plan[job.id]:
-            used[s] += g
-    assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))
+    assert_plan_on_whole_gpus(ctx, plan)
 
 
 def test_route_declines_large_rounds_before_building_the_model() -> None:
