@@ -19,7 +19,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.formulations.counting import counting_data
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import ROUTES, Opt
+from synergy_opt.mechanisms.opt import ROUTES, Opt, context
 from synergy_opt.mechanisms.opt import counting_route as cr
 from synergy_opt.mechanisms.opt.context import Clock, RoundingError
 from synergy_opt.mechanisms.opt.counting_route import (
@@ -99,13 +99,13 @@ def test_under_a_time_limit_each_step_leaves_most_of_the_time_to_what_follows(
     ctx = Opt().context(family_round("split-penalty", 32, 3))
     assert ctx is not None
     limits: list[float | None] = []
-    real = cr.solve_matrix
+    real = context.solve_matrix
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         limits.append(kwargs.get("time_limit"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cr, "solve_matrix", recorded)
+    monkeypatch.setattr(context, "solve_matrix", recorded)
     counting_near_route(ctx)  # no limit: node limits alone
     assert limits == [None, None]
     limits.clear()

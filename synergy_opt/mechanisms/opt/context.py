@@ -87,15 +87,17 @@ class RoundContext:
         node_limit: int | None = None,
         start: np.ndarray | None = None,
         highs_options: Mapping[str, bool | int | float | str] | None = None,
+        time_share: float = 1.0,
     ) -> SolveResult:
-        """Solve ``mm`` with the round's solver options and what is left of its time
-        (``start``: a feasible solution the MIP starts from; ``highs_options``: set on
-        HiGHS after :data:`OPT_HIGHS_OPTIONS`)."""
+        """Solve ``mm`` with the round's solver options and ``time_share`` of what is left of
+        its time (``start``: a feasible solution the MIP starts from; ``highs_options``: set
+        on HiGHS after :data:`OPT_HIGHS_OPTIONS`)."""
         options = {**OPT_HIGHS_OPTIONS, **(highs_options or {})}
+        left = self.clock.left()
         return solve_matrix(
             mm,
             self.options.solver,
-            time_limit=self.clock.left(),
+            time_limit=None if left is None else left * time_share,
             threads=self.options.threads,
             rel_gap=rel_gap,
             vertex=vertex,

@@ -23,30 +23,27 @@ slots), each step node-limited.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from synergy_opt.formulations.counting import counting_data, restrict_points
 from synergy_opt.formulations.counting_fast import (
     CountingMatrix,
     build_counting_matrix,
     placements_from_values,
+    relax_and_fix,
 )
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.opt.context import (
-    OPT_HIGHS_OPTIONS,
     GpuPlan,
     Point,
     RoundContext,
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.routes import route
-from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
+from synergy_opt.solve import SolveResult, TerminationStatus
 from synergy_opt.types import PlacementPart
 
 log = logging.getLogger(__name__)
@@ -86,10 +83,7 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     if not data["feasible"]:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
     classes: Sequence[Sequence[str]] = data["classes"]
-    keep: dict[int, set[tuple[int, float]]] = {
-        k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(classes)
-    }
-    cm = build_counting_matrix(restrict_points(data, keep))
+    cm = super_machine_model(ctx, data)
     if cm.matrix.num_cols > cap:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {cap}")
     nodes = COUNTING_ROUTE_NODES_PENALISED if penalised else COUNTING_ROUTE_NODES
@@ -105,6 +99,13 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     plan = _plan_by_point(ctx, classes, got, index)
     ctx.memo["counting"] = plan  # the super-machine's points deploy: counting-near skips
     return plan
+
+
+def super_machine_model(ctx: RoundContext, data: Mapping[str, Any]) -> CountingMatrix:
+    """The counting model restricted to the grid points the super-machine gave each class's
+    members (the ``counting`` and ``counting-relax-fix`` routes)."""
+    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
+    return build_counting_matrix(restrict_points(data, keep))
 
 
 def _penalised(ctx: RoundContext) -> bool:
@@ -199,7 +200,13 @@ def counting_near_route(ctx: RoundContext) -> GpuPlan:
     cm = build_counting_matrix(restrict_points(data, keep))
     if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
-    return relax_and_fix_plan(ctx, data, cm, lambda mm: _solve_near(ctx, mm), "counting-near")
+    return relax_and_fix_plan(
+        ctx,
+        data,
+        cm,
+        lambda mm: ctx.solve(mm, node_limit=NEAR_NODES, time_share=NEAR_TIME_SHARE),
+        "counting-near",
+    )
 
 
 def relax_and_fix_plan(
@@ -211,19 +218,11 @@ def relax_and_fix_plan(
 ) -> GpuPlan:
     """The plan of a restricted counting model ``cm`` solved by relax-and-fix: whole-job
     counts integral with the spread slots as LP, then the slots integral with those counts
-    fixed (``solve`` runs each step; the late routes give it node limits)."""
-    mm = cm.matrix
-    is_x = np.array([col == "x" for col, _ in cm.columns], dtype=bool)
-    counts = solve(dataclasses.replace(mm, integer=mm.integer & is_x))
-    if counts.x is None:
+    fixed (:func:`~synergy_opt.formulations.counting_fast.relax_and_fix`; ``solve`` runs
+    each step, with the route's node limit)."""
+    counts, res = relax_and_fix(cm, solve, solve)
+    if res is None:
         raise RoundingError(f"{name} (counts): {counts.status} without a solution")
-    xs = np.round(counts.x)
-    fixed = dataclasses.replace(
-        mm,
-        col_lower=np.where(is_x, xs, mm.col_lower),
-        col_upper=np.where(is_x, xs, mm.col_upper),
-    )
-    res = solve(fixed)
     if res.x is None:
         raise RoundingError(f"{name} (slots): {res.status} without a solution")
     got = placements_from_values(data, cm.values(res.x))
@@ -233,26 +232,11 @@ def relax_and_fix_plan(
         "%s: %.6g (%d columns, counts step %s)",
         name,
         res.objective or 0.0,
-        mm.num_cols,
+        cm.matrix.num_cols,
         counts.status,
     )
     index = {server: i for i, server in enumerate(data["server_names"])}
     return _plan_by_point(ctx, data["classes"], got, index)
-
-
-def _solve_near(ctx: RoundContext, mm: MatrixModel) -> SolveResult:
-    """One step of the route: :data:`NEAR_NODES` nodes and, under a time limit, at most
-    :data:`NEAR_TIME_SHARE` of the time left (as ``ctx.solve`` otherwise)."""
-    left = ctx.clock.left()
-    return solve_matrix(
-        mm,
-        ctx.options.solver,
-        time_limit=None if left is None else left * NEAR_TIME_SHARE,
-        threads=ctx.options.threads,
-        rel_gap=DEFAULT_REL_GAP,
-        node_limit=NEAR_NODES,
-        highs_options=OPT_HIGHS_OPTIONS,
-    )
 
 
 def _near_points(

@@ -216,6 +216,13 @@ def _better_of(
     )
 
 
+def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
+    """Refuse a route's plan that spreads more jobs than the round's cap."""
+    spread = sum(1 for parts in plan.values() if len(parts) > 1)
+    if spread > ctx.max_fragmented:
+        raise RoundingError(f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}")
+
+
 def _search(ctx: RoundContext, state: State, target: float) -> State:
     """The spread move, then the neighbourhood search, each only while below ``target``."""
     if state.total < target:
@@ -571,11 +578,7 @@ class Opt:
                 if key in seen:
                     continue
                 seen.add(key)
-                spread = sum(1 for parts in plan.values() if len(parts) > 1)
-                if spread > ctx.max_fragmented:
-                    raise RoundingError(
-                        f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
-                    )
+                _within_cap(ctx, plan)
             except RoundingError as e:
                 if name != WARM_START:
                     errors.append(f"{name}: {e}")
@@ -683,11 +686,7 @@ class Opt:
                 continue
             try:
                 plan = r.plan(ctx)
-                spread = sum(1 for parts in plan.values() if len(parts) > 1)
-                if spread > ctx.max_fragmented:
-                    raise RoundingError(
-                        f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}"
-                    )
+                _within_cap(ctx, plan)
                 deployed: dict[str, list[PlacementPart]] = {}
                 points = Opt._direct_points(ctx, plan, deployed)
                 if points is None:
@@ -732,11 +731,10 @@ class Opt:
         ctx: RoundContext, plan: GpuPlan
     ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
         """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
-        points = Opt._direct_points(ctx, plan)
+        parts: dict[str, list[PlacementPart]] = {}
+        points = Opt._direct_points(ctx, plan, parts)
         if points is not None:
-            parts = deploy(ctx.inst, plan, points)
-            if parts is not None:
-                return points, parts
+            return points, parts
         return reoptimise(ctx, plan)
 
 

@@ -16,13 +16,13 @@ that carry split rows, or every job that may spread does so at no penalty.
 
 from __future__ import annotations
 
-from synergy_opt.formulations.counting import counting_data, restrict_points
-from synergy_opt.formulations.counting_fast import build_counting_matrix
+from synergy_opt.formulations.counting import counting_data
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.counting_route import (
     COUNTING_ROUTE_MAX_COLUMNS,
     _column_estimate,
     relax_and_fix_plan,
+    super_machine_model,
 )
 from synergy_opt.mechanisms.opt.routes import route
 
@@ -52,8 +52,10 @@ def relax_fix_route(ctx: RoundContext) -> GpuPlan:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
     if not data["slot_splits"]:
         raise RoundingError("skipped: no floor depends on how a job's GPUs split")
-    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
-    cm = build_counting_matrix(restrict_points(data, keep))
     return relax_and_fix_plan(
-        ctx, data, cm, lambda mm: ctx.solve(mm, node_limit=RELAX_FIX_NODES), "counting-relax-fix"
+        ctx,
+        data,
+        super_machine_model(ctx, data),
+        lambda mm: ctx.solve(mm, node_limit=RELAX_FIX_NODES),
+        "counting-relax-fix",
     )

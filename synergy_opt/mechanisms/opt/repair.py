@@ -35,7 +35,7 @@ from collections.abc import Mapping
 
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
 from synergy_opt.mechanisms.opt.transport import MEM_UNIT_GB, cut_flow
-from synergy_opt.types import MEM_EPS_GB
+from synergy_opt.types import MEM_EPS_GB, Job
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
                 if best is None or key[0] > best[0] + SLACK_EPS:
                     best = key
             if best is None:
-                part = _part_swap(ctx, cur, x, s, dx, r, spare, busy, parts_out)
+                part = _part_swap(ctx, jobs, cur, x, s, dx, r, spare, busy, parts_out)
                 if part is None:
                     continue
                 y, t = part
@@ -189,6 +189,7 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
 
 def _part_swap(
     ctx: RoundContext,
+    jobs: Mapping[str, Job],
     cur: dict[str, tuple[tuple[int, int], ...]],
     x: str,
     s: int,
@@ -203,7 +204,6 @@ def _part_swap(
     from any server it spans, so s loses x's whole demand and gains a flexible one).  y
     keeps spanning two servers or more; the spread count does not change."""
     servers = ctx.inst.cluster.servers
-    jobs = {j.id: j for j in ctx.runnable}
     jx = jobs[x]
     g = jx.gpus
     other = 1 - r
