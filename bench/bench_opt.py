@@ -34,6 +34,7 @@ profiles, split 20/70/10):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from synergy_opt.generate import FAMILIES, family_round
+from synergy_opt.io import dumps, instance_to_dict
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
 from synergy_opt.mechanisms.opt import Opt
 from synergy_opt.mechanisms.packing import select_runnable
@@ -135,10 +137,11 @@ class Exact:
 
 
 class ExactCache:
-    """Proven optima by round, in a JSON file: a later run (other ``opt`` code, same rounds)
-    skips the exact solves, which are most of table 2's time.  An optimum does not depend on
-    the code that proved it; a round not proven is solved again (a new exact model may
-    prove it).  The file is rewritten atomically after every new round."""
+    """Proven optima by round (family, GPUs, seed and a digest of the round's JSON), in a
+    JSON file: a later run (other ``opt`` code, same rounds) skips the exact solves, which
+    are most of table 2's time.  An optimum does not depend on the code that proved it; a
+    round not proven is solved again (a new exact model may prove it).  The file is
+    rewritten atomically after every new round."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -188,7 +191,9 @@ def bench_opt_ratio(
             ratios, n_rounds, unproven, below_tune, dropped, worst = cells[gpus]
             n_rounds += 1
             inst = family_round(family, gpus, seed)
-            key = f"{family}/{gpus}/{seed}"
+            # the round's own bytes in the key: a changed generator cannot reuse an optimum
+            digest = hashlib.sha256(dumps(instance_to_dict(inst)).encode()).hexdigest()[:16]
+            key = f"{family}/{gpus}/{seed}/{digest}"
             ex = cache.get(key)
             if ex is None:
                 ex = Exact.of(exact.allocate(inst))
