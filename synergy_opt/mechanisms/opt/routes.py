@@ -213,15 +213,21 @@ def _placement_lp(ctx: RoundContext) -> GpuPlan:
     res = ctx.solve(pm.matrix, vertex=True, highs_options=PLACEMENT_LP_OPTIONS)
     if res.x is None:
         raise RoundingError(f"placement LP ended {res.status} ({res.solver})")
-    x = {col: float(v) for col, v in zip(pm.columns, res.x, strict=True) if v > FRACTION_EPS}
+    # Only the vertex's positive entries, per demand in column (= allowed-server) order: a
+    # zero entry places nothing, and reading all n_d x servers entries one by one cost about
+    # 2 ms of a 512-GPU round.
+    pos = np.flatnonzero(res.x > FRACTION_EPS)
+    on: list[list[tuple[int, float]]] = [[] for _ in ctx.demands]
+    for i, v in zip(pos.tolist(), res.x[pos].tolist(), strict=True):
+        d, s = pm.columns[i]
+        on[d].append((s, v))
     free_g = [s.gpus for s in servers]
     plan: dict[str, tuple[tuple[int, int], ...]] = {}
     pieces: list[tuple[Job, tuple[int, ...], dict[int, float]]] = []
     for d, dc in enumerate(ctx.demands):
         members = list(dc.jobs)
         fracs: list[list[float]] = []
-        for s in dc.allowed:
-            v = x.get((d, s), 0.0)
+        for s, v in on[d]:
             whole = min(int(math.floor(v + FRACTION_EPS)), len(members), free_g[s] // dc.gpus)
             for job in members[:whole]:
                 plan[job.id] = ((s, dc.gpus),)
