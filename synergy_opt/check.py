@@ -224,7 +224,14 @@ class Facts:
             return got
         job = s.job
         footprint: tuple[tuple[int, int, float, int], ...] = ()
-        if self.inst.fair_share_mode == "server":
+        placement = s.alloc.placement
+        if self.inst.fair_share_mode == "server" and len(placement) == 1:
+            # One part (most jobs): the general case below with a single entry.
+            p = placement[0]
+            srv = self.servers.get(p.server)
+            if srv is not None and srv.gpus > 0:
+                footprint = ((srv.gpus, srv.cpus, srv.mem_gb, p.gpus),)
+        elif self.inst.fair_share_mode == "server":
             # GPUs per server, by server shape: all the per-server rule reads of a placement
             # (parts on unknown or GPU-less servers do not count toward the share).
             per: dict[str, int] = {}
@@ -262,6 +269,15 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         if job is None:
             continue
         parts = ja.placement
+        if len(parts) == 1 and job.sensitivity_by_type is None:
+            # One part of an untyped job (most jobs): the general case below, which then
+            # sums one term, reads the default matrix and has no split penalty.
+            p = parts[0]
+            w = _floor_lookup(job.sensitivity, p.cpus, p.mem_gb)
+            scheduled.append(
+                Scheduled(ja, job, 0 + p.gpus, 0 + p.cpus, 0 + p.mem_gb, frozenset((p.server,)), w)
+            )
+            continue
         cpus = sum(p.cpus for p in parts)
         mem = sum(p.mem_gb for p in parts)
         servers = frozenset(p.server for p in parts)
