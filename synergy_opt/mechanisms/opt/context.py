@@ -18,6 +18,7 @@ from synergy_opt.formulations.fast import DemandClass, JobClass
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
+from synergy_opt.mechanisms.tune import TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
 from synergy_opt.types import Allocation, Job, RoundInstance
 
@@ -62,7 +63,8 @@ class RoundContext:
 
     inst: RoundInstance
     runnable: tuple[Job, ...]
-    tune: Allocation
+    #: TUNE's answer to the round (its allocation built only if a route reads it).
+    tune_round: TuneRound
     classes: tuple[JobClass, ...]
     demands: tuple[DemandClass, ...]
     #: The super-machine's grid point per runnable job (priority order inside a class).
@@ -111,6 +113,11 @@ class RoundContext:
             start=start,
             highs_options=options,
         )
+
+    @property
+    def tune(self) -> Allocation:
+        """TUNE's allocation of the round."""
+        return self.tune_round.allocation()
 
     def must_spread(self, job: Job) -> bool:
         """Whether no single server the job may use has its GPUs."""
