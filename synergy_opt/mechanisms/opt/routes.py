@@ -10,7 +10,7 @@ plan that reaches the super-machine optimum is also the least fragmented one fou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -213,14 +213,7 @@ def _placement_lp(ctx: RoundContext) -> GpuPlan:
     res = ctx.solve(pm.matrix, vertex=True, highs_options=PLACEMENT_LP_OPTIONS)
     if res.x is None:
         raise RoundingError(f"placement LP ended {res.status} ({res.solver})")
-    # Only the vertex's positive entries, per demand in column (= allowed-server) order: a
-    # zero entry places nothing, and reading all n_d x servers entries one by one cost about
-    # 2 ms of a 512-GPU round.
-    pos = np.flatnonzero(res.x > FRACTION_EPS)
-    on: list[list[tuple[int, float]]] = [[] for _ in ctx.demands]
-    for i, v in zip(pos.tolist(), res.x[pos].tolist(), strict=True):
-        d, s = pm.columns[i]
-        on[d].append((s, v))
+    on = vertex_entries(pm.columns, res.x, len(ctx.demands))
     free_g = [s.gpus for s in servers]
     plan: dict[str, tuple[tuple[int, int], ...]] = {}
     pieces: list[tuple[Job, tuple[int, ...], dict[int, float]]] = []
@@ -269,6 +262,23 @@ def _placement_lp(ctx: RoundContext) -> GpuPlan:
             raise RoundingError(f"no server has {job.gpus} free GPUs for job {job.id}")
     plan.update(_round_spans(spreading, free_g))
     return plan
+
+
+def vertex_entries(
+    columns: Sequence[tuple[int, int]], x: np.ndarray, n_demands: int
+) -> list[list[tuple[int, float]]]:
+    """Per demand, the (server, value) of the placement LP's entries above
+    :data:`FRACTION_EPS`, in column order (the demand's allowed servers in order).
+
+    Only these place anything: an entry at or below it puts no whole job and no fraction on
+    its server, and reading all demands x servers entries one by one cost about 2 ms of a
+    512-GPU round."""
+    pos = np.flatnonzero(x > FRACTION_EPS)
+    on: list[list[tuple[int, float]]] = [[] for _ in range(n_demands)]
+    for i, v in zip(pos.tolist(), x[pos].tolist(), strict=True):
+        d, s = columns[i]
+        on[d].append((s, v))
+    return on
 
 
 def _round_spans(
