@@ -245,8 +245,8 @@ class Facts:
                 )
             )
         key = (
-            id(job.sensitivity),
-            id(job.sensitivity_by_type),
+            job.sensitivity,
+            job.sensitivity_by_type,
             job.gpus,
             job.gpu_types,
             job.split_penalty,
@@ -286,7 +286,31 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         types = {known[n].gpu_type if n in known else None for n in servers} or {None}
         w = _typed_lookup(job, types, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
         scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
-    return Facts(inst, alloc, jobs, known, tuple(scheduled))
+    return Facts(inst, alloc, jobs, known, tuple(scheduled), _floor_memo=_floors_for(inst))
+
+
+#: Floors by (job class, footprint) per cluster and rule, shared by the checks of equal
+#: clusters (a simulation's or a bench's rounds): a floor reads only the cluster, the rule,
+#: the job's matrices, GPUs, types and split penalty, and its footprint, all in the key or
+#: the memo's own key.  Keyed by the objects (kept alive here), not their ids, so an id
+#: reused after a collection cannot alias.  Recomputing them was a third of the check of a
+#: 512-GPU round; hashing the cluster costs about 8 us there.
+_FLOORS: dict[tuple[Cluster, str], dict[tuple[object, ...], tuple[float, float]]] = {}
+_FLOORS_SIZE: int = 16
+#: Entries per cluster before its memo starts over (bounds memory on long runs).
+_FLOORS_ENTRIES: int = 100_000
+
+
+def _floors_for(inst: RoundInstance) -> dict[tuple[object, ...], tuple[float, float]]:
+    """The floor memo of ``inst``'s cluster (by value) and fair-share rule."""
+    key = (inst.cluster, inst.fair_share_mode)
+    memo = _FLOORS.get(key)
+    if memo is not None and len(memo) < _FLOORS_ENTRIES:
+        return memo
+    if memo is None and len(_FLOORS) >= _FLOORS_SIZE:
+        del _FLOORS[next(iter(_FLOORS))]
+    memo = _FLOORS[key] = {}
+    return memo
 
 
 def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
