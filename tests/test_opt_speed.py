@@ -267,3 +267,29 @@ def test_single_part_facts_and_their_breaks() -> None:
     kinds = {v.kind for v in check_allocation(inst, broken, fair_share=True)}
     assert {"throughput", "fair-share", "total"} <= kinds
     assert math.isfinite(sum(s.throughput for s in facts(inst, broken).scheduled))
+
+
+def test_floor_memo_follows_the_cluster_not_the_names() -> None:
+    """Floors remembered across checks belong to one cluster's values: the same allocation
+    on a cluster of the same server names with twice the cores is judged by that cluster's
+    floors, exactly as with an empty memo."""
+    from synergy_opt import check
+
+    inst = family_round("multi-gpu", 64, 2)
+    alloc = Opt().allocate(inst)
+    rich = dataclasses.replace(
+        inst,
+        cluster=dataclasses.replace(
+            inst.cluster,
+            servers=tuple(dataclasses.replace(s, cpus=2 * s.cpus) for s in inst.cluster.servers),
+        ),
+    )
+    warm = [
+        [str(v) for v in check_allocation(i, alloc, fair_share=True)] for i in (inst, rich, inst)
+    ]
+    cold = []
+    for i in (inst, rich, inst):
+        check._FLOORS.clear()
+        cold.append([str(v) for v in check_allocation(i, alloc, fair_share=True)])
+    assert warm == cold
+    assert warm[0] == [] and any(v.startswith("fair-share-report:") for v in warm[1])
