@@ -174,20 +174,37 @@ def _push(
     level: list[int],
     nxt: list[int],
 ) -> int:
-    """One augmenting path of the level graph from ``u`` (Dinic's blocking-flow step)."""
-    if u == dst:
-        return f
-    while nxt[u] < len(head[u]):
-        e = head[u][nxt[u]]
-        v = to[e]
-        if capl[e] > 0 and level[v] == level[u] + 1:
-            got = _push(v, dst, min(f, capl[e]), head, to, capl, level, nxt)
-            if got:
-                capl[e] -= got
-                capl[e ^ 1] += got
-                return got
+    """One augmenting path of the level graph from ``u`` (Dinic's blocking-flow step).
+
+    The depth-first search without recursion: ``path`` holds the edges taken; a dead end
+    steps back over the last one and moves its tail past it, a path to ``dst`` carries
+    its bottleneck (at most ``f``) and leaves every ``nxt`` where it was, as the recursive
+    search did (the same paths in the same order, at a third of the calls)."""
+    path: list[int] = []
+    while u != dst:
+        hu, lu, i = head[u], level[u] + 1, nxt[u]
+        while i < len(hu):
+            e = hu[i]
+            if capl[e] > 0 and level[to[e]] == lu:
+                break
+            i += 1
+        nxt[u] = i
+        if i < len(hu):
+            e = hu[i]
+            path.append(e)
+            u = to[e]
+            continue
+        if not path:
+            return 0
+        e = path.pop()
+        u = to[e ^ 1]
         nxt[u] += 1
-    return 0
+    for e in path:
+        f = min(f, capl[e])
+    for e in path:
+        capl[e] -= f
+        capl[e ^ 1] += f
+    return f
 
 
 def deploy(
