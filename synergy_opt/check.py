@@ -208,7 +208,11 @@ class Facts:
     #: use by :meth:`floor`: two rules read it, and jobs of one class on the same servers
     #: share one computation.
     floors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: This check's floors by the ids of the job's matrices (alive for the check; an id
+    #: look-up, where the shared memo below compares equal matrices value by value).
     _floor_memo: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    #: Floors shared by the checks of equal clusters (:func:`_floors_for`), by the objects.
+    _shared: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -244,17 +248,15 @@ class Facts:
                     if (srv := self.servers.get(name)) is not None and srv.gpus > 0
                 )
             )
-        key = (
-            job.sensitivity,
-            job.sensitivity_by_type,
-            job.gpus,
-            job.gpu_types,
-            job.split_penalty,
-            footprint,
-        )
+        rest = (job.gpus, job.gpu_types, job.split_penalty, footprint)
+        key = (id(job.sensitivity), id(job.sensitivity_by_type), *rest)
         got = self._floor_memo.get(key)
         if got is None:
-            got = self._floor_memo[key] = fair_share_floor(self.inst, job, s.alloc.placement)
+            shared = (job.sensitivity, job.sensitivity_by_type, *rest)
+            got = self._shared.get(shared)
+            if got is None:
+                got = self._shared[shared] = fair_share_floor(self.inst, job, s.alloc.placement)
+            self._floor_memo[key] = got
         self.floors[s.alloc.id] = got
         return got
 
@@ -286,7 +288,7 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         types = {known[n].gpu_type if n in known else None for n in servers} or {None}
         w = _typed_lookup(job, types, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
         scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
-    return Facts(inst, alloc, jobs, known, tuple(scheduled), _floor_memo=_floors_for(inst))
+    return Facts(inst, alloc, jobs, known, tuple(scheduled), _shared=_floors_for(inst))
 
 
 #: Floors by (job class, footprint) per cluster and rule, shared by the checks of equal

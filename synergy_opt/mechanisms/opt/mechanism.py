@@ -762,11 +762,21 @@ def _split_super_machine(
     fair-share rule (filled in here; an ``Opt`` keeps it across rounds on one cluster)."""
     per_class = {} if per_class is None else per_class
     required: dict[str, float] = {}
+    # The round's classes by the ids of their matrices first: ``per_class`` holds earlier
+    # rounds' matrix objects, which equal this round's value by value (a comparison of every
+    # grid value per look-up), so each class looks there once, not once per job.
+    local: dict[tuple[object, ...], float] = {}
     for job in runnable:  # the floor depends only on what class_key holds
-        key = class_key(job)
-        if key not in per_class:
-            per_class[key] = fair_share_floor(inst, job)[1]
-        required[job.id] = per_class[key]
+        near = (id(job.sensitivity), job.gpus, job.split_penalty, job.gpu_types)
+        near = (*near, id(job.sensitivity_by_type))
+        got = local.get(near)
+        if got is None:
+            key = class_key(job)
+            got = per_class.get(key)
+            if got is None:
+                got = per_class[key] = fair_share_floor(inst, job)[1]
+            local[near] = got
+        required[job.id] = got
     return build_super_machine_split(inst, runnable, required)
 
 
