@@ -22,7 +22,8 @@ from synergy_opt.check import _floor_lookup, check_allocation, facts
 from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, family_round, generate_instance
 from synergy_opt.io import allocation_to_dict, dumps
 from synergy_opt.mechanisms.opt import Opt, mechanism, transport
-from synergy_opt.mechanisms.opt.routes import FRACTION_EPS, vertex_entries
+from synergy_opt.mechanisms.opt.context import RoundContext
+from synergy_opt.mechanisms.opt.routes import FRACTION_EPS, balanced, vertex_entries
 from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import Tune, TuneRound, TuneSorted, placements_total
 from synergy_opt.types import (
@@ -293,3 +294,45 @@ def test_floor_memo_follows_the_cluster_not_the_names() -> None:
         cold.append([str(v) for v in check_allocation(i, alloc, fair_share=True)])
     assert warm == cold
     assert warm[0] == [] and any(v.startswith("fair-share-report:") for v in warm[1])
+
+
+def _balanced_by_scan(ctx: RoundContext) -> dict[str, tuple[tuple[int, int], ...]]:
+    """``balanced`` as a scan of every server per job (its former form), for comparison."""
+    servers = ctx.inst.cluster.servers
+    free_g = [s.gpus for s in servers]
+    cap_c = [float(max(s.cpus, 1)) for s in servers]
+    cap_m = [float(max(s.mem_gb, 1e-9)) for s in servers]
+    used_c, used_m = [0.0] * len(servers), [0.0] * len(servers)
+    prio = {j.id: k for k, j in enumerate(ctx.inst.jobs)}
+    mean_c, mean_m = float(np.mean(cap_c)), float(np.mean(cap_m))
+    items = sorted(
+        ((dc, job) for dc in ctx.demands for job in dc.jobs),
+        key=lambda t: (-t[0].gpus, -(t[0].cpus / mean_c + t[0].mem_gb / mean_m), prio[t[1].id]),
+    )
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    for dc, job in items:
+        c, m, g = dc.cpus, dc.mem_gb, dc.gpus
+        loads = [
+            max((used_c[s] + c) / cap_c[s], (used_m[s] + m) / cap_m[s])
+            if s in dc.allowed and free_g[s] >= g
+            else math.inf
+            for s in range(len(servers))
+        ]
+        low = min(loads)
+        assert low < math.inf  # these rounds never spread in balanced
+        s = loads.index(low)
+        plan[job.id] = ((s, g),)
+        free_g[s] -= g
+        used_c[s] += c
+        used_m[s] += m
+    return plan
+
+
+@pytest.mark.parametrize("family", ["single-gpu", "multi-gpu", "cpu-scarce"])
+def test_balanced_heap_is_the_argmin_scan(family: str) -> None:
+    """The heap of server loads picks what a scan of all servers picks (lowest load, lowest
+    index among equal loads), job after job."""
+    for seed in range(3):
+        ctx = Opt().context(family_round(family, 64, seed))
+        assert ctx is not None
+        assert balanced(ctx) == _balanced_by_scan(ctx)
