@@ -161,12 +161,13 @@ class Tune:
         placements = self.placements(inst)
         return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
 
-    def tune_round(self, inst: RoundInstance) -> TuneRound:
+    def tune_round(self, inst: RoundInstance, runnable: Sequence[Job] | None = None) -> TuneRound:
         """TUNE's placements for ``inst`` and their exact total, the :class:`Allocation`
         assembled only on demand (``opt`` runs TUNE every round as its floor, and returns or
-        reads TUNE's answer on few of them)."""
+        reads TUNE's answer on few of them).  ``runnable``: ``select_runnable(inst)`` when
+        the caller has it already."""
         t0 = time.perf_counter()
-        placements = self.placements(inst)
+        placements = self.placements(inst, runnable)
         return TuneRound(
             inst,
             self.name,
@@ -175,12 +176,15 @@ class Tune:
             time.perf_counter() - t0,
         )
 
-    def placements(self, inst: RoundInstance) -> dict[str, list[PlacementPart]]:
-        """The parts of every job TUNE places in ``inst`` (the steps of :meth:`allocate`)."""
+    def placements(
+        self, inst: RoundInstance, runnable: Sequence[Job] | None = None
+    ) -> dict[str, list[PlacementPart]]:
+        """The parts of every job TUNE places in ``inst`` (the steps of :meth:`allocate`);
+        ``runnable``: ``select_runnable(inst)`` when the caller has it already."""
         cluster = inst.cluster
         total_c, total_m = cluster.total_cpus, cluster.total_mem_gb
         prio = {j.id: k for k, j in enumerate(inst.jobs)}
-        runnable = select_runnable(inst)
+        runnable = select_runnable(inst) if runnable is None else list(runnable)
         # A job with per-type matrices is tried on each GPU type it may use (its type
         # views, each with that type's matrix); any other job is its only view.
         # Views and per-view demands only for typed jobs: an untyped job is its only view.

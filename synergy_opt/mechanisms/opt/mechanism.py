@@ -271,8 +271,8 @@ class Opt:
         """Allocate one round (see the package docstring for the steps)."""
         t0 = time.perf_counter()
         solver = self.options.solver
-        tune = self._tune.tune_round(inst)
         runnable = select_runnable(inst)
+        tune = self._tune.tune_round(inst, runnable)
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
         key = round_key(inst, runnable)
