@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 
 import networkx as nx
 import numpy as np
@@ -28,6 +29,7 @@ from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import Tune, TuneRound, TuneSorted, placements_total
 from synergy_opt.types import (
     Allocation,
+    Job,
     PlacementPart,
     RoundInstance,
     ThroughputMatrix,
@@ -105,8 +107,8 @@ def test_opt_builds_tune_allocation_only_when_it_returns_it(
     rounds: list[TuneRound] = []
     real = Tune.tune_round
 
-    def spy(self: Tune, inst: RoundInstance) -> TuneRound:
-        out = real(self, inst)
+    def spy(self: Tune, inst: RoundInstance, runnable: Sequence[Job] | None = None) -> TuneRound:
+        out = real(self, inst, runnable)
         rounds.append(out)
         return out
 
