@@ -789,8 +789,15 @@ def _demand_classes(
     higher-throughput points."""
     servers = inst.cluster.servers
     out: list[DemandClass] = []
+    # The allowed servers depend only on a job's GPU-type restriction (one scan each).
+    by_types: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
     for cl, pk in zip(classes, picks, strict=True):
-        allowed = tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
+        first = cl.members[0]
+        allowed = by_types.get(first.gpu_types)
+        if allowed is None:
+            allowed = by_types[first.gpu_types] = tuple(
+                s for s, srv in enumerate(servers) if first.may_use(srv)
+            )
         members = list(cl.members)
         credit = cl.members[0].split_penalty
         for (c, m, _), n, spread in sorted(
