@@ -238,7 +238,7 @@ def _deploy(
     servers = inst.cluster.servers
     free_c = [s.cpus for s in servers]
     free_m = [s.mem_gb for s in servers]
-    out: dict[str, list[PlacementPart]] = {}
+    whole: list[tuple[str, int, int, int, float]] = []
     spread: dict[str, tuple[tuple[int, int], ...]] = {}
     for jid, parts in plan.items():
         if len(parts) > 1:
@@ -247,11 +247,13 @@ def _deploy(
         (s, g), (c, m, _) = parts[0], points[jid]
         free_c[s] -= c
         free_m[s] -= m
-        out[jid] = [PlacementPart(servers[s].name, g, c, m)]
+        whole.append((jid, s, g, c, m))
     if any(c < 0 for c in free_c) or any(m < -MEM_EPS_GB for m in free_m):
         return None
+    # Parts only once the plan is known to fit (most failing plans fail here or in the
+    # flows below): the whole jobs' in plan order, then the spread jobs', as before.
     if not spread:
-        return out
+        return {jid: [PlacementPart(servers[s].name, g, c, m)] for jid, s, g, c, m in whole}
     spans = {jid: [s for s, _ in parts] for jid, parts in spread.items()}
     draw = {
         jid: sp if jid in keep else [s for s in sp if s not in avoid] for jid, sp in spans.items()
@@ -264,6 +266,7 @@ def _deploy(
     mem = _flow(units, draw, unit_cap)
     if mem is None:
         return None
+    out = {jid: [PlacementPart(servers[s].name, g, c, m)] for jid, s, g, c, m in whole}
     for jid, parts in spread.items():
         out[jid] = [
             PlacementPart(
