@@ -554,7 +554,8 @@ class Opt:
         errors: list[str] = []
         pending: list[tuple[float, int, str, GpuPlan]] = []
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
-        seen: set[tuple[tuple[str, tuple[tuple[int, int], ...]], ...]] = set()
+        # Plans tried, as sets of (job, parts): equal iff the plans are (no sort needed).
+        seen: set[frozenset[tuple[str, tuple[tuple[int, int], ...]]]] = set()
 
         def keep(
             name: str,
@@ -582,7 +583,7 @@ class Opt:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
                 plan = plan_of(ctx)
-                key = tuple(sorted(plan.items()))
+                key = frozenset(plan.items())
                 if key in seen:
                     continue
                 seen.add(key)
