@@ -15,6 +15,7 @@ it touches, the floor look-up of its throughput).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -62,15 +63,13 @@ def _typed_lookup(job: Job, gpu_types: Iterable[str | None], cpus: float, mem: f
 
 
 def _floor_lookup(w: ThroughputMatrix, cpus: float, mem: float) -> float:
-    """W at the largest grid point <= (cpus, mem); written apart from ThroughputMatrix."""
-    ci = -1
-    for i, c in enumerate(w.cpus):
-        if c <= cpus + 1e-9:
-            ci = i
-    mi = -1
-    for k, m in enumerate(w.mem_gb):
-        if m <= mem + ABS_TOL:
-            mi = k
+    """W at the largest grid point <= (cpus, mem); written apart from ThroughputMatrix.
+
+    The axes are strictly ascending (``ThroughputMatrix`` refuses others), so the largest
+    index at or below a value is a bisection: the same index as a scan of the axis, at a
+    fraction of its cost (the check runs on every OPT answer)."""
+    ci = bisect_right(w.cpus, cpus + 1e-9) - 1
+    mi = bisect_right(w.mem_gb, mem + ABS_TOL) - 1
     if ci < 0 or mi < 0:
         return 0.0
     return w.throughput[ci][mi]
@@ -209,7 +208,11 @@ class Facts:
     #: use by :meth:`floor`: two rules read it, and jobs of one class on the same servers
     #: share one computation.
     floors: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: This check's floors by the ids of the job's matrices (alive for the check; an id
+    #: look-up, where the shared memo below compares equal matrices value by value).
     _floor_memo: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
+    #: Floors shared by the checks of equal clusters (:func:`_floors_for`), by the objects.
+    _shared: dict[tuple[object, ...], tuple[float, float]] = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -225,7 +228,14 @@ class Facts:
             return got
         job = s.job
         footprint: tuple[tuple[int, int, float, int], ...] = ()
-        if self.inst.fair_share_mode == "server":
+        placement = s.alloc.placement
+        if self.inst.fair_share_mode == "server" and len(placement) == 1:
+            # One part (most jobs): the general case below with a single entry.
+            p = placement[0]
+            srv = self.servers.get(p.server)
+            if srv is not None and srv.gpus > 0:
+                footprint = ((srv.gpus, srv.cpus, srv.mem_gb, p.gpus),)
+        elif self.inst.fair_share_mode == "server":
             # GPUs per server, by server shape: all the per-server rule reads of a placement
             # (parts on unknown or GPU-less servers do not count toward the share).
             per: dict[str, int] = {}
@@ -238,17 +248,15 @@ class Facts:
                     if (srv := self.servers.get(name)) is not None and srv.gpus > 0
                 )
             )
-        key = (
-            id(job.sensitivity),
-            id(job.sensitivity_by_type),
-            job.gpus,
-            job.gpu_types,
-            job.split_penalty,
-            footprint,
-        )
+        rest = (job.gpus, job.gpu_types, job.split_penalty, footprint)
+        key = (id(job.sensitivity), id(job.sensitivity_by_type), *rest)
         got = self._floor_memo.get(key)
         if got is None:
-            got = self._floor_memo[key] = fair_share_floor(self.inst, job, s.alloc.placement)
+            shared = (job.sensitivity, job.sensitivity_by_type, *rest)
+            got = self._shared.get(shared)
+            if got is None:
+                got = self._shared[shared] = fair_share_floor(self.inst, job, s.alloc.placement)
+            self._floor_memo[key] = got
         self.floors[s.alloc.id] = got
         return got
 
@@ -263,6 +271,15 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         if job is None:
             continue
         parts = ja.placement
+        if len(parts) == 1 and job.sensitivity_by_type is None:
+            # One part of an untyped job (most jobs): the general case below, which then
+            # sums one term, reads the default matrix and has no split penalty.
+            p = parts[0]
+            w = _floor_lookup(job.sensitivity, p.cpus, p.mem_gb)
+            scheduled.append(
+                Scheduled(ja, job, 0 + p.gpus, 0 + p.cpus, 0 + p.mem_gb, frozenset((p.server,)), w)
+            )
+            continue
         cpus = sum(p.cpus for p in parts)
         mem = sum(p.mem_gb for p in parts)
         servers = frozenset(p.server for p in parts)
@@ -271,7 +288,31 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         types = {known[n].gpu_type if n in known else None for n in servers} or {None}
         w = _typed_lookup(job, types, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
         scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
-    return Facts(inst, alloc, jobs, known, tuple(scheduled))
+    return Facts(inst, alloc, jobs, known, tuple(scheduled), _shared=_floors_for(inst))
+
+
+#: Floors by (job class, footprint) per cluster and rule, shared by the checks of equal
+#: clusters (a simulation's or a bench's rounds): a floor reads only the cluster, the rule,
+#: the job's matrices, GPUs, types and split penalty, and its footprint, all in the key or
+#: the memo's own key.  Keyed by the objects (kept alive here), not their ids, so an id
+#: reused after a collection cannot alias.  Recomputing them was a third of the check of a
+#: 512-GPU round; hashing the cluster costs about 8 us there.
+_FLOORS: dict[tuple[Cluster, str], dict[tuple[object, ...], tuple[float, float]]] = {}
+_FLOORS_SIZE: int = 16
+#: Entries per cluster before its memo starts over (bounds memory on long runs).
+_FLOORS_ENTRIES: int = 100_000
+
+
+def _floors_for(inst: RoundInstance) -> dict[tuple[object, ...], tuple[float, float]]:
+    """The floor memo of ``inst``'s cluster (by value) and fair-share rule."""
+    key = (inst.cluster, inst.fair_share_mode)
+    memo = _FLOORS.get(key)
+    if memo is not None and len(memo) < _FLOORS_ENTRIES:
+        return memo
+    if memo is None and len(_FLOORS) >= _FLOORS_SIZE:
+        del _FLOORS[next(iter(_FLOORS))]
+    memo = _FLOORS[key] = {}
+    return memo
 
 
 def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
@@ -286,11 +327,16 @@ def _counts(f: Facts) -> dict[str, int]:
     return seen
 
 
-def _parts(f: Facts) -> Iterator[tuple[Scheduled, str, int]]:
-    """(job, ``id.placement[k]``, k) for every part of every scheduled job."""
+def _parts(f: Facts) -> Iterator[tuple[Scheduled, PlacementPart, int]]:
+    """(job, part, k) for every part k of every scheduled job (:func:`_where` names it)."""
     for s in f.scheduled:
-        for k in range(len(s.alloc.placement)):
-            yield s, f"{s.alloc.id}.placement[{k}]", k
+        for k, p in enumerate(s.alloc.placement):
+            yield s, p, k
+
+
+def _where(s: Scheduled, k: int) -> str:
+    """``id.placement[k]``: built only for a violation, not for every part of every rule."""
+    return f"{s.alloc.id}.placement[{k}]"
 
 
 # --------------------------------------------------------------------------- one rule per kind
@@ -331,29 +377,33 @@ def _part(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
         if not s.alloc.placement:
             yield Violation("part", s.alloc.id, "scheduled job has no placement")
-    for s, where, k in _parts(f):
-        p = s.alloc.placement[k]
+    for s, p, k in _parts(f):
         if p.gpus < 1:
-            yield Violation("part", where, f"has {p.gpus} GPUs, each part needs >= 1")
+            yield Violation("part", _where(s, k), f"has {p.gpus} GPUs, each part needs >= 1")
         if p.cpus < 0 or p.mem_gb < 0 or not math.isfinite(p.mem_gb):
-            yield Violation("part", where, f"negative resources ({p.cpus} cores, {p.mem_gb} GB)")
+            yield Violation(
+                "part", _where(s, k), f"negative resources ({p.cpus} cores, {p.mem_gb} GB)"
+            )
 
 
 def _unknown_server(f: Facts) -> Iterator[Violation]:
-    for s, where, k in _parts(f):
-        name = s.alloc.placement[k].server
-        if name not in f.servers:
-            yield Violation("unknown-server", where, f"server {name!r} is not in the cluster")
+    for s, p, k in _parts(f):
+        if p.server not in f.servers:
+            yield Violation(
+                "unknown-server", _where(s, k), f"server {p.server!r} is not in the cluster"
+            )
 
 
 def _gpu_type(f: Facts) -> Iterator[Violation]:
-    for s, where, k in _parts(f):
-        server = f.servers.get(s.alloc.placement[k].server)
+    for s, p, k in _parts(f):
         allowed = s.job.gpu_types
-        if server is not None and allowed is not None and server.gpu_type not in allowed:
+        if allowed is None:
+            continue
+        server = f.servers.get(p.server)
+        if server is not None and server.gpu_type not in allowed:
             yield Violation(
                 "gpu-type",
-                where,
+                _where(s, k),
                 f"server {server.name!r} has GPU type {server.gpu_type!r}, "
                 f"job allows {list(allowed)}",
             )
@@ -382,8 +432,7 @@ def _sum(f: Facts) -> Iterator[Violation]:
 
 def _capacity(f: Facts) -> Iterator[Violation]:
     used = {name: [0, 0, 0.0] for name in f.servers}
-    for s, _, k in _parts(f):
-        p = s.alloc.placement[k]
+    for _, p, _ in _parts(f):
         if p.server in used:
             u = used[p.server]
             u[0] += p.gpus

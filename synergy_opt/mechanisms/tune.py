@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from synergy_opt.check import forced_split_factor
@@ -46,6 +47,7 @@ from synergy_opt.types import (
     RoundInstance,
     ThroughputMatrix,
     build_allocation,
+    realised_throughput,
 )
 
 
@@ -74,6 +76,66 @@ def _pointwise_min_parts(old: list[Part], cpus: int, mem: float) -> list[Part]:
     return split_within(old, cpus, mem)
 
 
+def placements_total(
+    inst: RoundInstance, placements: Mapping[str, Sequence[PlacementPart]]
+) -> float:
+    """``build_allocation(inst, ..., placements).total_throughput``, without the allocation.
+
+    The same throughput per job (a single part read on its server's type; several parts
+    merged per server in server order, then :func:`realised_throughput`) and the same
+    ``math.fsum`` over the jobs in instance order, so the two are equal to the bit (a test
+    holds them to it)."""
+    types = {s.name: s.gpu_type for s in inst.cluster.servers}
+    order: dict[str, int] | None = None
+    values: list[float] = []
+    for job in inst.jobs:
+        parts = placements.get(job.id)
+        if not parts:
+            continue
+        if len(parts) == 1:
+            p = parts[0]
+            values.append(job.matrix_for(types.get(p.server)).lookup(p.cpus, p.mem_gb))
+            continue
+        if order is None:
+            order = {s.name: i for i, s in enumerate(inst.cluster.servers)}
+        merged: dict[str, list[float]] = {}
+        for p in parts:
+            acc = merged.setdefault(p.server, [0, 0, 0.0])
+            acc[0] += p.gpus
+            acc[1] += p.cpus
+            acc[2] += p.mem_gb
+        ordered = tuple(
+            PlacementPart(s, int(v[0]), int(v[1]), float(v[2]))
+            for s, v in sorted(merged.items(), key=lambda kv: order[kv[0]])
+        )
+        values.append(realised_throughput(job, ordered, types))
+    return math.fsum(values)
+
+
+@dataclass(frozen=True, slots=True)
+class TuneRound:
+    """TUNE's answer to one round before it becomes an :class:`Allocation`: its parts per
+    job and their total (equal to the allocation's), the allocation built once, on demand."""
+
+    inst: RoundInstance
+    mechanism: str
+    placements: Mapping[str, Sequence[PlacementPart]]
+    total_throughput: float
+    #: Seconds TUNE took (the allocation's ``solve_seconds``).
+    seconds: float
+    _built: list[Allocation] = field(default_factory=list, compare=False, repr=False)
+
+    def allocation(self) -> Allocation:
+        """The allocation ``Tune.allocate`` returns for this round (timing aside)."""
+        if not self._built:
+            self._built.append(
+                build_allocation(
+                    self.inst, self.mechanism, self.placements, solve_seconds=self.seconds
+                )
+            )
+        return self._built[0]
+
+
 @register("tune", keeps_fair_share=True, doc="the paper simulator's TUNE")
 class Tune:
     """Synergy-TUNE as the paper's simulator runs it: largest GPU demand first.
@@ -96,10 +158,33 @@ class Tune:
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Run one round of Synergy-TUNE."""
         t0 = time.perf_counter()
+        placements = self.placements(inst)
+        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
+
+    def tune_round(self, inst: RoundInstance, runnable: Sequence[Job] | None = None) -> TuneRound:
+        """TUNE's placements for ``inst`` and their exact total, the :class:`Allocation`
+        assembled only on demand (``opt`` runs TUNE every round as its floor, and returns or
+        reads TUNE's answer on few of them).  ``runnable``: ``select_runnable(inst)`` when
+        the caller has it already."""
+        t0 = time.perf_counter()
+        placements = self.placements(inst, runnable)
+        return TuneRound(
+            inst,
+            self.name,
+            placements,
+            placements_total(inst, placements),
+            time.perf_counter() - t0,
+        )
+
+    def placements(
+        self, inst: RoundInstance, runnable: Sequence[Job] | None = None
+    ) -> dict[str, list[PlacementPart]]:
+        """The parts of every job TUNE places in ``inst`` (the steps of :meth:`allocate`);
+        ``runnable``: ``select_runnable(inst)`` when the caller has it already."""
         cluster = inst.cluster
         total_c, total_m = cluster.total_cpus, cluster.total_mem_gb
         prio = {j.id: k for k, j in enumerate(inst.jobs)}
-        runnable = select_runnable(inst)
+        runnable = select_runnable(inst) if runnable is None else list(runnable)
         # A job with per-type matrices is tried on each GPU type it may use (its type
         # views, each with that type's matrix); any other job is its only view.
         # Views and per-view demands only for typed jobs: an untyped job is its only view.
@@ -165,10 +250,9 @@ class Tune:
                 residents[p[0]].append(rec)
 
         names = [s.name for s in cluster.servers]
-        placements = {
+        return {
             r.job.id: [PlacementPart(names[i], k, c, m) for i, k, c, m in r.parts] for r in placed
         }
-        return build_allocation(inst, self.name, placements, solve_seconds=time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ helpers
 

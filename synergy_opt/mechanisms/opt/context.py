@@ -18,6 +18,7 @@ from synergy_opt.formulations.fast import DemandClass, JobClass
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
+from synergy_opt.mechanisms.tune import TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
 from synergy_opt.types import Allocation, Job, RoundInstance
 
@@ -62,7 +63,8 @@ class RoundContext:
 
     inst: RoundInstance
     runnable: tuple[Job, ...]
-    tune: Allocation
+    #: TUNE's answer to the round (its allocation built only if a route reads it).
+    tune_round: TuneRound
     classes: tuple[JobClass, ...]
     demands: tuple[DemandClass, ...]
     #: The super-machine's grid point per runnable job (priority order inside a class).
@@ -77,6 +79,12 @@ class RoundContext:
     clock: Clock
     #: Plans a route shares with another (the placement LP's, used by two routes).
     memo: dict[str, GpuPlan] = field(default_factory=dict, compare=False, repr=False)
+    #: Most GPUs one allowed server has, per GPU-type restriction (``must_spread`` asks for
+    #: every job, often per route and per job: a scan of all servers each time was 0.5 ms
+    #: of a 512-GPU round's placement-LP route alone).
+    _largest: dict[tuple[str, ...] | None, int] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def solve(
         self,
@@ -106,9 +114,18 @@ class RoundContext:
             highs_options=options,
         )
 
+    @property
+    def tune(self) -> Allocation:
+        """TUNE's allocation of the round."""
+        return self.tune_round.allocation()
+
     def must_spread(self, job: Job) -> bool:
         """Whether no single server the job may use has its GPUs."""
-        return job.gpus > max_single_server_gpus(self.inst.cluster.servers, job)
+        types = job.gpu_types
+        largest = self._largest.get(types)
+        if largest is None:
+            largest = self._largest[types] = max_single_server_gpus(self.inst.cluster.servers, job)
+        return job.gpus > largest
 
     def may_spread(self, job: Job) -> bool:
         """Whether ``job`` may spread: spreading costs it nothing, the super-machine spreads

@@ -22,7 +22,7 @@ from synergy_opt.formulations.typed_fast import (
     lowest_fair_share,
     super_machine_matrix,
 )
-from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
+from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
     point_model,
@@ -45,6 +45,7 @@ from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.mechanisms.tune import Tune, TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
     THROUGHPUT_EPS,
@@ -132,7 +133,7 @@ class CachedRound:
 
 def _tune_fallback(
     inst: RoundInstance,
-    tune: Allocation,
+    tune: Allocation | TuneRound,
     name: str,
     solver: str,
     upper: float | None,
@@ -147,6 +148,8 @@ def _tune_fallback(
     not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
     job adds), so it is dropped and the note says why.
     """
+    if isinstance(tune, TuneRound):
+        tune = tune.allocation()
     upper, notes = _bound_for(inst, tune, upper, notes, runnable=runnable)
     for n in notes:
         log.warning("%s on %s: %s", name, inst.name, n)
@@ -181,7 +184,7 @@ def _bound_for(
 def _better_of(
     inst: RoundInstance,
     mine: Allocation,
-    tune: Allocation,
+    tune: Allocation | TuneRound,
     name: str,
     t0: float,
     *,
@@ -189,6 +192,9 @@ def _better_of(
     runnable: Sequence[Job] | None = None,
 ) -> Allocation:
     """Return ``mine`` unless it breaks a rule or TUNE's total is higher.
+
+    ``tune``: TUNE's allocation, or its :class:`~synergy_opt.mechanisms.tune.TuneRound`,
+    whose allocation is then built only if it is returned.
 
     ``checked``: ``mine`` relabels an answer the checker already passed for a round with
     the same cluster and job classes (same capacities, floors and demands), so the check
@@ -251,8 +257,10 @@ class Opt:
         self._cache: OrderedDict[RoundKey, CachedRound] = OrderedDict()
         #: The last answer's cluster and GPUs per job: the warm start of the next round.
         self._previous: tuple[Cluster, Previous] | None = None
-        #: TUNE, kept across rounds (its demand caches are pure memos: same answers).
-        self._tune = make_mechanism("tune", self.options)
+        #: TUNE, kept across rounds (its demand caches are pure memos: same answers).  Its
+        #: allocation is assembled only when returned or read by a route (25 % of TUNE's
+        #: time; most rounds need only its total).
+        self._tune = Tune(self.options)
         #: Required throughput per job class on ``_floors_of`` (cluster, fair-share rule).
         self._floors: dict[tuple[object, ...], float] = {}
         #: The lowest floor any GPU split allows, per job class, on the same cluster and rule.
@@ -263,8 +271,8 @@ class Opt:
         """Allocate one round (see the package docstring for the steps)."""
         t0 = time.perf_counter()
         solver = self.options.solver
-        tune = self._tune.allocate(inst)
         runnable = select_runnable(inst)
+        tune = self._tune.tune_round(inst, runnable)
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
         key = round_key(inst, runnable)
@@ -365,7 +373,7 @@ class Opt:
         return kept
 
     def _solve(
-        self, inst: RoundInstance, runnable: Sequence[Job], tune: Allocation, t0: float
+        self, inst: RoundInstance, runnable: Sequence[Job], tune: TuneRound, t0: float
     ) -> Allocation:
         clock = Clock.started(self.options.time_limit_s)
         solver = self.options.solver
@@ -489,14 +497,14 @@ class Opt:
         )
         if res.x is None:
             return None
-        tune = make_mechanism("tune", self.options).allocate(inst)
+        tune = Tune(self.options).tune_round(inst)
         return self._context(inst, runnable, tune, ksm, res, Clock.started(None))
 
     def _context(
         self,
         inst: RoundInstance,
         runnable: Sequence[Job],
-        tune: Allocation,
+        tune: TuneRound,
         ksm: SplitKnapsackModel,
         res: SolveResult,
         clock: Clock,
@@ -509,7 +517,7 @@ class Opt:
         return RoundContext(
             inst=inst,
             runnable=tuple(runnable),
-            tune=tune,
+            tune_round=tune,
             classes=tuple(ksm.classes),
             demands=tuple(demands),
             points={
@@ -546,7 +554,8 @@ class Opt:
         errors: list[str] = []
         pending: list[tuple[float, int, str, GpuPlan]] = []
         any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
-        seen: set[tuple[tuple[str, tuple[tuple[int, int], ...]], ...]] = set()
+        # Plans tried, as sets of (job, parts): equal iff the plans are (no sort needed).
+        seen: set[frozenset[tuple[str, tuple[tuple[int, int], ...]]]] = set()
 
         def keep(
             name: str,
@@ -574,7 +583,7 @@ class Opt:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
                 plan = plan_of(ctx)
-                key = tuple(sorted(plan.items()))
+                key = frozenset(plan.items())
                 if key in seen:
                     continue
                 seen.add(key)
@@ -754,11 +763,21 @@ def _split_super_machine(
     fair-share rule (filled in here; an ``Opt`` keeps it across rounds on one cluster)."""
     per_class = {} if per_class is None else per_class
     required: dict[str, float] = {}
+    # The round's classes by the ids of their matrices first: ``per_class`` holds earlier
+    # rounds' matrix objects, which equal this round's value by value (a comparison of every
+    # grid value per look-up), so each class looks there once, not once per job.
+    local: dict[tuple[object, ...], float] = {}
     for job in runnable:  # the floor depends only on what class_key holds
-        key = class_key(job)
-        if key not in per_class:
-            per_class[key] = fair_share_floor(inst, job)[1]
-        required[job.id] = per_class[key]
+        near = (id(job.sensitivity), job.gpus, job.split_penalty, job.gpu_types)
+        near = (*near, id(job.sensitivity_by_type))
+        got = local.get(near)
+        if got is None:
+            key = class_key(job)
+            got = per_class.get(key)
+            if got is None:
+                got = per_class[key] = fair_share_floor(inst, job)[1]
+            local[near] = got
+        required[job.id] = got
     return build_super_machine_split(inst, runnable, required)
 
 
@@ -771,8 +790,15 @@ def _demand_classes(
     higher-throughput points."""
     servers = inst.cluster.servers
     out: list[DemandClass] = []
+    # The allowed servers depend only on a job's GPU-type restriction (one scan each).
+    by_types: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
     for cl, pk in zip(classes, picks, strict=True):
-        allowed = tuple(s for s, srv in enumerate(servers) if cl.members[0].may_use(srv))
+        first = cl.members[0]
+        allowed = by_types.get(first.gpu_types)
+        if allowed is None:
+            allowed = by_types[first.gpu_types] = tuple(
+                s for s, srv in enumerate(servers) if first.may_use(srv)
+            )
         members = list(cl.members)
         credit = cl.members[0].split_penalty
         for (c, m, _), n, spread in sorted(

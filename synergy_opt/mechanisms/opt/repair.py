@@ -48,35 +48,38 @@ REPAIR_PATIENCE: int = 2
 SLACK_EPS: float = 1e-9
 
 
+def _amounts(points: Mapping[str, Point], r: int) -> dict[str, int]:
+    """Each job's demand of resource ``r`` as :func:`_resource` counts it: whole cores, or
+    memory in :data:`~.transport.MEM_UNIT_GB` units rounded up (points do not change
+    during a repair, so once per repair, not once per job and round of swaps)."""
+    if r == 0:
+        return {jid: int(p[0]) for jid, p in points.items()}
+    return {jid: int(math.ceil(p[1] / MEM_UNIT_GB - 1e-3)) for jid, p in points.items()}
+
+
 def _resource(
-    ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point], r: int
+    ctx: RoundContext, plan: GpuPlan, amount: Mapping[str, int], r: int
 ) -> tuple[int, set[int], list[int]]:
     """(deficit, tight servers, spare per server) of resource ``r`` (0 cores, 1 memory;
-    memory in :data:`~.transport.MEM_UNIT_GB` units, as the deployment flows it)."""
+    memory in :data:`~.transport.MEM_UNIT_GB` units, as the deployment flows it), each
+    job asking for ``amount[job id]`` (:func:`_amounts`)."""
     servers = ctx.inst.cluster.servers
     if r == 0:
         cap = [int(s.cpus) for s in servers]
-
-        def amount(jid: str) -> int:
-            return int(points[jid][0])
     else:
         cap = [int(math.floor((s.mem_gb + MEM_EPS_GB) / MEM_UNIT_GB)) for s in servers]
-
-        def amount(jid: str) -> int:
-            return int(math.ceil(points[jid][1] / MEM_UNIT_GB - 1e-3))
-
     free = list(cap)
     spread: dict[str, list[int]] = {}
     for jid, parts in plan.items():
         if len(parts) > 1:
             spread[jid] = [s for s, _ in parts]
         else:
-            free[parts[0][0]] -= amount(jid)
+            free[parts[0][0]] -= amount[jid]
     over = {s for s, f in enumerate(free) if f < 0}
     deficit = sum(-free[s] for s in over)
     clipped = [max(f, 0) for f in free]
-    used, cut = cut_flow({jid: amount(jid) for jid in spread}, spread, clipped)
-    deficit += sum(amount(jid) for jid in spread) - sum(used)
+    used, cut = cut_flow({jid: amount[jid] for jid in spread}, spread, clipped)
+    deficit += sum(amount[jid] for jid in spread) - sum(used)
     spare = [clipped[s] - used[s] for s in range(len(servers))]
     return deficit, over | cut, spare
 
@@ -99,8 +102,9 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
     cl = ctx.inst.cluster
     scale = (1.0 / max(cl.total_cpus, 1), MEM_UNIT_GB / max(cl.total_mem_gb, 1e-9))
     best_short, misses = float("inf"), 0
+    amounts = [_amounts({jid: points[jid] for jid in plan}, r) for r in (0, 1)]
     for _ in range(REPAIR_ROUNDS):
-        state = [_resource(ctx, cur, points, r) for r in (0, 1)]
+        state = [_resource(ctx, cur, amounts[r], r) for r in (0, 1)]
         if all(d <= 0 for d, _, _ in state):
             return cur
         # Both shortfalls as fractions of the cluster: rounds of swaps that do not shrink
