@@ -811,6 +811,13 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 if lp.bound - lp.value <= tol():
                     continue
             if nodes == 1:
+                log.debug(
+                    "branch-and-price: root bound %.6g (LP %.6g, %d patterns) after %.2fs",
+                    bound,
+                    lp.value,
+                    len(pool),
+                    time.perf_counter() - t0,
+                )
                 left = min(ROOT_IP_S, deadline - time.perf_counter())
                 ip = _restricted_ip(data, pool, node, left)
                 values = None if ip is None else _master_values(data, ip)

@@ -56,6 +56,7 @@ from synergy_opt.formulations.patterns import (
     Prices,
     full_gpu_floor,
     gpu_slack,
+    one_role_classes,
     pricing_costs,
     server_columns,
     server_shapes,
@@ -175,7 +176,7 @@ def build_pricing_matrix(
         ]
         terms += [(pos[var, ki], 1.0) for ki in slots]
         rows.add(base, terms, lo, float(cap))
-    for k in sorted({k for k, _ in slots}):
+    for k in one_role_classes(data, s):
         terms = [(j, 1.0) for j, (kk, _) in enumerate(xs) if kk == k]
         terms += [(pos["u", ki], 1.0) for ki in slots if ki[0] == k]
         rows.add(_name("pat_one_role", (k,)), terms, -inf, float(data["n"][k]))

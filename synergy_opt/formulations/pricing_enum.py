@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from synergy_opt.formulations.counting import part_bounds
-from synergy_opt.formulations.patterns import full_gpu_floor, server_columns
+from synergy_opt.formulations.patterns import full_gpu_floor, one_role_classes, server_columns
 from synergy_opt.formulations.patterns_fast import PATTERNS_PER_PRICING, _pricing_solve
 from synergy_opt.matrix import MatrixModel
 
@@ -89,6 +89,12 @@ class PatternTable:
     C: int
     M: float
     floor: float
+    # the rows in the order listed: each is its parent plus one column, so a call sums
+    # one column per row, depth by depth (``levels``), then sorts (``order``)
+    parent: np.ndarray
+    item: np.ndarray
+    levels: tuple[np.ndarray, ...]
+    order: np.ndarray
 
     @classmethod
     def build(
@@ -99,62 +105,72 @@ class PatternTable:
         xs, slots = server_columns(data, s)
         g, xpt = data["g"], data["x_point"]
         G, C, M = int(data["G"][s]), int(data["C"][s]), float(data["M"][s])
-        roles = sorted({k for k, _ in slots})
+        roles = one_role_classes(data, s)
         role_of = {k: r for r, k in enumerate(roles)}
         items = [
             (int(g[k]), int(xpt[s, k, p][0]), float(xpt[s, k, p][1]), int(data["x_upper"][s, k, p]))
             for k, p in xs
         ]
-        item_role = [role_of.get(k, -1) for k, _ in xs]
         caps = [int(data["n"][k]) for k in roles]
         m_cap = M + MEM_TOL * max(1.0, M)
-        rows = _enumerate(items, item_role, caps, G, C, m_cap, max_rows)
-        if rows is None:
+        found = _enumerate(items, [role_of.get(k, -1) for k, _ in xs], caps, G, C, m_cap, max_rows)
+        if found is None:
             log.debug("pricing table of server %s: over %d rows, MIP pricing", s, max_rows)
             return None
-        sets = _slot_sets(slots, caps, role_of, G)
+        parent, item = found
+        spread = sorted({k for k, _ in slots})  # classes whose count a set of slots limits
+        spread_of = {k: r for r, k in enumerate(spread)}
+        spread_caps = [int(data["n"][k]) for k in spread]
+        sets = _slot_sets(slots, spread_caps, spread_of, G)
         if sets is None:
             log.debug("pricing table of server %s: over %d slot sets, MIP pricing", s, MAX_SETS)
             return None
-        nx = len(xs)
-        depth = max(1, max((len(r) for r in rows), default=1))
-        idx = np.full((len(rows), depth), nx, dtype=np.int32)
-        for r, row in enumerate(rows):
-            idx[r, : len(row)] = row
+        nx, n_rows = len(xs), len(parent)
+        depth = np.zeros(n_rows, dtype=np.int64)
+        for r in range(1, n_rows):  # a parent comes before its children
+            depth[r] = depth[parent[r]] + 1
+        idx = np.full((n_rows, max(1, int(depth.max()))), nx, dtype=np.int32)
+        for r in range(1, n_rows):
+            idx[r] = idx[parent[r]]
+            idx[r, depth[r] - 1] = item[r]
         ig = np.asarray([it[0] for it in items] + [0], dtype=np.int64)
         ic = np.asarray([it[1] for it in items] + [0], dtype=np.int64)
         im = np.asarray([it[2] for it in items] + [0.0], dtype=np.float64)
         gpus, cores, mem = ig[idx].sum(1), ic[idx].sum(1), im[idx].sum(1)
-        counts = np.zeros((len(rows), len(roles)), dtype=np.int64)
-        role_arr = np.asarray([*item_role, -1], dtype=np.int64)
-        for r_id in range(len(roles)):
-            counts[:, r_id] = (role_arr[idx] == r_id).sum(1)
+        counts = np.zeros((n_rows, len(spread)), dtype=np.int64)
+        item_spread = np.asarray([*(spread_of.get(k, -1) for k, _ in xs), -1], dtype=np.int64)
+        for r_id in range(len(spread)):
+            counts[:, r_id] = (item_spread[idx] == r_id).sum(1)
         sig_counts, sig = np.unique(counts, axis=0, return_inverse=True)
         sig = sig.reshape(-1)
         order = np.lexsort((mem, cores, gpus, sig))
-        idx, gpus, cores, mem, sig = idx[order], gpus[order], cores[order], mem[order], sig[order]
-        key = np.stack([sig, gpus, cores], axis=1)
-        new = np.ones(len(rows), dtype=bool)
+        key = np.stack([sig[order], gpus[order], cores[order]], axis=1)
+        new = np.ones(n_rows, dtype=bool)
         new[1:] = np.any(key[1:] != key[:-1], axis=1)
         bounds = np.asarray([part_bounds(dict(data), *ki, s) for ki in slots], dtype=np.float64)
+        levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max()) + 1)]
         return cls(
             nx,
             tuple(slots),
-            idx,
-            gpus,
-            cores,
-            mem,
-            sig,
-            sig_counts.reshape(len(sig_counts), len(roles)),
+            idx[order],
+            gpus[order],
+            cores[order],
+            mem[order],
+            sig[order],
+            sig_counts.reshape(len(sig_counts), len(spread)),
             np.cumsum(new) - 1,
             sets,
-            np.asarray([role_of[k] for k, _ in slots], dtype=np.int64),
-            np.asarray(caps, dtype=np.int64),
+            np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64),
+            np.asarray(spread_caps, dtype=np.int64),
             bounds.reshape(len(slots), 3),
             G,
             C,
             M,
             full_gpu_floor(data, s),
+            np.asarray(parent, dtype=np.int64),
+            np.asarray(item, dtype=np.int64),
+            tuple(levels),
+            order,
         )
 
     @property
@@ -174,7 +190,10 @@ class PatternTable:
         nx, ns = self.nx, len(self.slots)
         wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
         wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
-        w = wx[self.idx].sum(1)
+        listed = np.zeros(len(self.parent))
+        for rows in self.levels:
+            listed[rows] = listed[self.parent[rows]] + wx[self.item[rows]]
+        w = listed[self.order]
         rec = _records(w, self.seg)
         if rec.size == 0:
             return None, []
@@ -349,17 +368,15 @@ def _enumerate(
     C: int,
     m_cap: float,
     max_rows: int,
-) -> list[tuple[int, ...]] | None:
-    """Every multiset of items (column indices, one per copy) within the capacities, the
-    empty one included; None past ``max_rows``."""
-    out: list[tuple[int, ...]] = []
+) -> tuple[list[int], list[int]] | None:
+    """Every multiset of items within the capacities (each item's own bound, and at most
+    ``caps[r]`` items of role r), the empty one first: as a tree, each row's parent row and
+    the item it adds (-1 for the empty row); None past ``max_rows``."""
+    parent: list[int] = [-1]
+    item: list[int] = [-1]
     per = [0] * len(caps)
-    stack: list[int] = []
 
-    def walk(start: int, g: int, c: int, m: float, copies: int) -> bool:
-        out.append(tuple(stack))
-        if len(out) > max_rows:
-            return False
+    def walk(row: int, start: int, g: int, c: int, m: float, copies: int) -> bool:
         for j in range(start, len(items)):
             gj, cj, mj, uj = items[j]
             same = copies if j == start else 0
@@ -372,18 +389,20 @@ def _enumerate(
                 or (role >= 0 and per[role] >= caps[role])
             ):
                 continue
-            stack.append(j)
+            parent.append(row)
+            item.append(j)
+            if len(parent) > max_rows:
+                return False
             if role >= 0:
                 per[role] += 1
-            ok = walk(j, g + gj, c + cj, m + mj, same + 1)
-            stack.pop()
+            ok = walk(len(parent) - 1, j, g + gj, c + cj, m + mj, same + 1)
             if role >= 0:
                 per[role] -= 1
             if not ok:
                 return False
         return True
 
-    return out if walk(0, 0, 0, 0.0, 0) else None
+    return (parent, item) if walk(0, 0, 0, 0, 0.0, 0) else None
 
 
 def _slot_sets(
