@@ -174,14 +174,17 @@ def node_master(
     patterns: Sequence[Pattern],
     node: Node,
     fixed: Mapping[Pattern, tuple[int, int]] | None = None,
+    *,
+    shapes: tuple[tuple[int, ...], ...] | None = None,
 ) -> tuple[MatrixModel, list[tuple[str, tuple[int, ...]]], list[str]]:
     """The pattern master at ``node``: banned and switched-off points fixed to 0, a used
     slot's ``cnt_one_point`` row at equality, and per used slot three ``bp_ghost`` columns
     (GPUs, cores, GB from nowhere at -SHORT_PENALTY each) that keep it feasible before
     patterns carry the slot's parts (they only relax it, so every bound stays valid).
     ``fixed`` (a dive, :func:`_dive`; never a node of the search): bounds (lower, upper)
-    on how many servers take each of these patterns (their ``z``)."""
-    mm, cols, names = build_master_matrix(data, patterns)
+    on how many servers take each of these patterns (their ``z``).  ``shapes``: the
+    round's server classes, when the caller has them."""
+    mm, cols, names = build_master_matrix(data, patterns, shapes=shapes)
     col_upper = mm.col_upper.copy()
     col_lower = mm.col_lower.copy()
     for c, (name, idx) in enumerate(cols):
@@ -312,7 +315,7 @@ def solve_node(
     last: _NodeLP | None = None
     for _ in range(NODE_ITERATIONS):
         pats = [p for p in pool if _allowed(p, node)]
-        mm, cols, names = node_master(data, pats, node, fixed)
+        mm, cols, names = node_master(data, pats, node, fixed, shapes=pricer.shapes)
         solved = _lp(mm)
         if solved is None:
             return None
@@ -439,11 +442,15 @@ def _lean(data: Mapping[str, Any], node: Node, lp: _NodeLP, kids: Sequence[Node]
     return min(kids, key=broken)
 
 
-def _fits(data: Mapping[str, Any], node: Node, fixed: Mapping[Pattern, int]) -> bool:
+def _fits(
+    data: Mapping[str, Any],
+    node: Node,
+    fixed: Mapping[Pattern, int],
+    shapes: tuple[tuple[int, ...], ...],
+) -> bool:
     """Whether the servers fixed in a dive can be part of an allocation at all: no more
-    of them than their class has, no more whole class-k jobs than its members not
-    spread, no more GPUs in a used slot's parts than the job has."""
-    shapes = server_shapes(data)
+    of them than their class (``shapes``) has, no more whole class-k jobs than its
+    members not spread, no more GPUs in a used slot's parts than the job has."""
     servers: dict[int, int] = {}
     whole: dict[int, int] = {}
     gpus: dict[Slot, int] = {}
@@ -515,7 +522,7 @@ def _fix_servers(
 
     def steps(lp: _NodeLP, fixed: dict[Pattern, int]) -> Iterator[dict[Pattern, int]]:
         trials = [{**fixed, lp.patterns[j]: math.ceil(lp.z[j])} for j in _dive_order(lp)]
-        return iter([t for t in trials if _fits(data, node, t)][:DIVE_TRIES])
+        return iter([t for t in trials if _fits(data, node, t, pricer.shapes)][:DIVE_TRIES])
 
     # depth first: a level whose tries all lose the value sends the dive back one level
     stack: list[tuple[_NodeLP, dict[Pattern, int], list[Pattern], Iterator[dict[Pattern, int]]]]
