@@ -56,6 +56,12 @@ MAX_ROWS: int = 300_000
 MAX_SETS: int = 4096
 #: Sets of slots are scored this many at a time, best bound first.
 SET_CHUNK: int = 16
+#: A part's cores or GB priced within this of zero are free: a solution gives the part
+#: what the server has left of them (the same reduced value, a pattern that dominates
+#: the bare one in the master, whose spread rows ask for at least a point's cores and GB;
+#: integral packings need such slack: split-penalty 128 seed 2's optimum has parts with
+#: 146-354 GB where the bare patterns of the same jobs had none).
+FREE: float = 1e-9
 #: Memory fits when it is within this (relative) of the capacity (the MIP's rows keep
 #: HiGHS's feasibility tolerance, 1e-7; a few ULPs of summing GB decide nothing here).
 MEM_TOL: float = 1e-9
@@ -299,7 +305,8 @@ class PatternTable:
         return np.where(ok, value[:, None] + gain, -math.inf)
 
     def _solution(self, in_set: np.ndarray, row: int, parts: _Parts) -> np.ndarray:
-        """Row ``row`` with the parts of ``in_set``, filled greedily, as a pricing vector."""
+        """Row ``row`` with the parts of ``in_set``, filled greedily, as a pricing vector
+        (free cores and GB too: :data:`FREE`)."""
         nx, ns = self.nx, len(self.slots)
         out = np.zeros(nx + 4 * ns)
         for j in self.idx[row]:
@@ -321,10 +328,10 @@ class PatternTable:
         cp: dict[int, float] = {}
         mp: dict[int, float] = {}
         for t in sorted(used, key=lambda t: (-parts.vc[t], t)):
-            cp[t] = min(float(parts.Cb[t]), cores_left) if parts.vc[t] > 0 else 0.0
+            cp[t] = min(float(parts.Cb[t]), cores_left) if parts.vc[t] > -FREE else 0.0
             cores_left -= cp[t]
         for t in sorted(used, key=lambda t: (-parts.vm[t], t)):
-            mp[t] = min(float(parts.Mb[t]), mem_left) if parts.vm[t] > 0 else 0.0
+            mp[t] = min(float(parts.Mb[t]), mem_left) if parts.vm[t] > -FREE else 0.0
             mem_left -= mp[t]
         for t in used:
             out[nx + t] = a[t]
