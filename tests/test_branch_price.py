@@ -377,3 +377,51 @@ def test_the_search_takes_its_incumbent_from_a_dive() -> None:
     assert res is not None and res.proven
     assert res.objective == pytest.approx(ref.objective, rel=REL)
     assert res.source in ("dive", "leaf dive")
+
+
+def test_dive_orders_round_up_in_their_own_order() -> None:
+    """ "nearest" rounds up the pattern closest to its next whole count first; "whole
+    first" every pattern without spread parts before any with them (then nearest)."""
+    _, _, _, _, _, _, lp = _dive_leaf(3)
+    frac = {j: v for j, v in lp.z.items() if v - math.floor(v) > bp.INT_EPS}
+    assert len(frac) >= 2  # the leaf's master is fractional: something to order
+    near = bp._dive_order(lp, "nearest")
+    assert sorted(near) == sorted(frac)
+    gaps = [math.ceil(frac[j]) - frac[j] for j in near]
+    assert gaps == sorted(gaps)
+    whole = bp._dive_order(lp, "whole first")
+    assert sorted(whole) == sorted(frac)
+    parts = [len(lp.patterns[j].parts) for j in whole]
+    assert parts == sorted(parts)
+
+
+def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) -> None:
+    """``_pack_leaf`` runs the dives of ``PACK_DIVES`` in turn and stops at the first
+    that reaches an integral master; when none does, the leaf MIP holds the first
+    dive's servers."""
+    inst, data, cm, pricer, pool, node, lp = _dive_leaf(3)
+    tried: list[str] = []
+    real = bp._fix_servers
+
+    def failing(*args: Any, how: str = "nearest", **kw: Any) -> Any:
+        tried.append(how)
+        _, order = real(*args, how=how, **kw)
+        return None, order
+
+    monkeypatch.setattr(bp, "_fix_servers", failing)
+    found = list(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    assert tried == list(bp.PACK_DIVES) and len(set(tried)) >= 2
+    assert found  # the leaf MIP with the held servers still packs the leaf
+    tried.clear()
+    monkeypatch.setattr(bp, "_fix_servers", real)
+    calls: list[str] = []
+
+    def counted(*args: Any, how: str = "nearest", **kw: Any) -> Any:
+        calls.append(how)
+        return real(*args, how=how, **kw)
+
+    monkeypatch.setattr(bp, "_fix_servers", counted)
+    first = next(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    alloc = build_allocation(inst, "bp", first)
+    assert alloc.total_throughput == pytest.approx(lp.value, rel=REL)
+    assert calls == [bp.PACK_DIVES[0]]  # the first dive was integral: no second one

@@ -193,7 +193,7 @@ class PatternTable:
 
         An upper bound of 0 on an x column leaves that column out; on a slot's u (or a)
         the slot; other bounds on a part tighten its a, cp, mp."""
-        nx, ns = self.nx, len(self.slots)
+        nx = self.nx
         wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
         wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
         listed = np.zeros(len(self.parent))
@@ -204,26 +204,7 @@ class PatternTable:
         if rec.size == 0:
             return None, []
         r = _Records(w[rec], self.gpus[rec], self.cores[rec], self.mem[rec], self.sig[rec], rec)
-        col = np.asarray(cost, dtype=np.float64)
-        up = np.asarray(upper, dtype=np.float64)
-        va, vu, vc, vm = (col[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
-        ua, uu, ucp, ump = (up[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
-        parts = _Parts(
-            va + vu,  # a used part's first GPU (u = 1 exactly where a part is)
-            va,
-            vc,
-            vm,
-            np.minimum(self.bounds[:, 0], ua),
-            np.minimum(self.bounds[:, 1], ucp),
-            np.minimum(self.bounds[:, 2], ump),
-        )
-        usable = (uu >= 0.5) & (parts.A >= 1)
-        sets = self.sets[~np.any(self.sets[:, ~usable], axis=1)]
-        inside = sets.astype(np.float64)
-        per = sets.astype(np.int64) @ np.eye(len(self.class_cap), dtype=np.int64)[self.slot_class]
-        compat = np.all(self.sig_counts[None] + per[:, None] <= self.class_cap, axis=2)
-        fa = self._gpu_table(inside, parts)
-        fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
+        parts, sets, inside, compat, fa, fc = self._call(cost, upper)
         # per run of records (same counts, GPUs, cores): the best record, the least memory
         new_run = np.r_[True, self.seg[rec][1:] != self.seg[rec][:-1]]
         head = np.flatnonzero(new_run)
@@ -281,6 +262,34 @@ class PatternTable:
         found.sort(key=lambda f: (-f[0], f[1], f[2]))
         sols = [self._solution(sets[u], int(rec[i]), parts) for _, u, i in found[:keep]]
         return top, sols
+
+    def _call(
+        self, cost: np.ndarray, upper: np.ndarray
+    ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One call's parts, usable sets of slots, and per set: compatible counts, GPU and
+        core fill tables."""
+        nx, ns = self.nx, len(self.slots)
+        col = np.asarray(cost, dtype=np.float64)
+        up = np.asarray(upper, dtype=np.float64)
+        va, vu, vc, vm = (col[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
+        ua, uu, ucp, ump = (up[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
+        parts = _Parts(
+            va + vu,  # a used part's first GPU (u = 1 exactly where a part is)
+            va,
+            vc,
+            vm,
+            np.minimum(self.bounds[:, 0], ua),
+            np.minimum(self.bounds[:, 1], ucp),
+            np.minimum(self.bounds[:, 2], ump),
+        )
+        usable = (uu >= 0.5) & (parts.A >= 1)
+        sets = self.sets[~np.any(self.sets[:, ~usable], axis=1)]
+        inside = sets.astype(np.float64)
+        per = sets.astype(np.int64) @ np.eye(len(self.class_cap), dtype=np.int64)[self.slot_class]
+        compat = np.all(self.sig_counts[None] + per[:, None] <= self.class_cap, axis=2)
+        fa = self._gpu_table(inside, parts)
+        fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
+        return parts, sets, inside, compat, fa, fc
 
     def _gpu_table(self, inside: np.ndarray, parts: _Parts) -> np.ndarray:
         """Per set (rows) and whole-job GPUs g (columns): the parts' GPU value, one GPU
