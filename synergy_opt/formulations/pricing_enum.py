@@ -8,8 +8,9 @@ is small and only its costs change between solves, so it is solved here exactly 
 enumeration instead:
 
 * **Whole jobs (X).**  Every multiset of whole-job columns (k, p) that fits one server
-  (GPUs, cores, memory, each column's ``x_upper``, ``pat_one_role``'s n_k for the classes
-  with slots) is listed once per server class: a server of G GPUs holds at most G of them.
+  (GPUs, cores, memory, each column's ``x_upper``, ``pat_one_role``'s n_k) is listed once
+  per server class, as a tree (each row its parent plus one column): a server of G GPUs
+  holds at most G whole jobs.
   Rows are sorted by (slot-class counts, GPUs, cores, memory); per call only the rows that
   no row of the same counts, GPUs and cores with less memory beats (the *records*) can be
   optimal.
