@@ -147,3 +147,27 @@ def test_the_search_prices_by_enumeration_with_the_mips_bounds() -> None:
         assert lp is not None and lp.converged and lp.bound is not None
         bounds.append(lp.bound)
     assert bounds[0] == pytest.approx(bounds[1], rel=1e-6)
+
+
+def test_the_quick_count_bounds_the_table() -> None:
+    """The GPU-and-core count that skips hopeless listings never counts fewer rows than
+    the table lists (else a class that fits could be sent to the MIP)."""
+    from synergy_opt.formulations import pricing_enum
+
+    for gpus, seed in ((32, 0), (128, 2)):
+        data = _data(gpus, seed)
+        s = server_shapes(data)[0][0]
+        table = PatternTable.build(data, s)
+        assert table is not None
+        xs, _ = pricing_enum.server_columns(data, s)
+        items = [
+            (
+                int(data["g"][k]),
+                int(data["x_point"][s, k, p][0]),
+                float(data["x_point"][s, k, p][1]),
+                int(data["x_upper"][s, k, p]),
+            )
+            for k, p in xs
+        ]
+        bound = pricing_enum._row_bound(items, table.G, table.C)
+        assert table.rows <= bound < 10 * table.rows

@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 
 #: A class whose whole-job contents exceed this many rows is priced by the MIP.
 MAX_ROWS: int = 300_000
+#: Listing is not even tried where a quick count (GPUs and cores only) passes this
+#: multiple of the cap: it overstates by about 2x (split-penalty 128 seeds 0, 4: 201k
+#: and 217k for 82k and 118k rows), and 256-GPU rounds count 0.8-4.2 million, whose
+#: listing would stop at the cap after 0.4-0.7 s.
+ROW_BOUND_SLACK: float = 2.0
 #: The same for more sets of slots with a part on one server than this.
 MAX_SETS: int = 4096
 #: Sets of slots are scored this many at a time, best bound first.
@@ -119,6 +124,9 @@ class PatternTable:
             for k, p in xs
         ]
         caps = [int(data["n"][k]) for k in roles]
+        if _row_bound(items, G, C) > ROW_BOUND_SLACK * max_rows:
+            log.debug("pricing table of server %s: far over %d rows, MIP pricing", s, max_rows)
+            return None
         m_cap = M + MEM_TOL * max(1.0, M)
         found = _enumerate(items, [role_of.get(k, -1) for k, _ in xs], caps, G, C, m_cap, max_rows)
         if found is None:
@@ -375,6 +383,22 @@ class _Parts:
     A: np.ndarray
     Cb: np.ndarray
     Mb: np.ndarray
+
+
+def _row_bound(items: Sequence[tuple[int, int, float, int]], G: int, C: int) -> int:
+    """How many multisets of items fit G GPUs and C cores (memory and ``pat_one_role``
+    left out: at least as many as :func:`_enumerate` lists), by counting per (GPUs,
+    cores)."""
+    count = np.zeros((G + 1, C + 1))
+    count[0, 0] = 1.0
+    for g, c, _, upper in items:
+        new = count.copy()
+        for t in range(1, upper + 1):
+            if t * g > G or t * c > C:
+                break
+            new[t * g :, t * c :] += count[: G + 1 - t * g, : C + 1 - t * c]
+        count = new
+    return int(count.sum())
 
 
 def _enumerate(
