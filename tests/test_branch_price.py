@@ -19,6 +19,8 @@ from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
 from synergy_opt.formulations.patterns_fast import _seed_patterns
 from synergy_opt.generate import family_round
+from synergy_opt.mechanisms import opt_exact
+from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import build_allocation
@@ -425,3 +427,26 @@ def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) ->
     alloc = build_allocation(inst, "bp", first)
     assert alloc.total_throughput == pytest.approx(lp.value, rel=REL)
     assert calls == [bp.PACK_DIVES[0]]  # the first dive was integral: no second one
+
+
+@pytest.mark.parametrize(
+    ("family", "share"),
+    [("split-penalty", opt_exact.PATTERN_OPT_SHARE), ("single-gpu", opt_exact.OPT_SHARE)],
+)
+def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: Any) -> None:
+    """``opt`` (the warm start) gets a tenth of the limit where branch-and-price runs and
+    a quarter elsewhere; the answer is still proven."""
+    seen: list[float | None] = []
+    real = opt_exact.make_mechanism
+
+    def recording(name: str, options: Any = None) -> Any:
+        if name == "opt":
+            seen.append(options.time_limit_s)
+        return real(name, options)
+
+    monkeypatch.setattr(opt_exact, "make_mechanism", recording)
+    inst = family_round(family, 32, 1)
+    alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
+    assert seen == [pytest.approx(20.0 * share)]
+    assert opt_exact.PATTERN_OPT_SHARE < opt_exact.OPT_SHARE
+    assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
