@@ -450,3 +450,20 @@ def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: A
     assert seen == [pytest.approx(20.0 * share)]
     assert opt_exact.PATTERN_OPT_SHARE < opt_exact.OPT_SHARE
     assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+
+
+def test_same_round_same_answer() -> None:
+    """Run twice on a round it proves, the search returns the same allocation, value,
+    bound and tree size (pricing by enumeration breaks ties in a fixed order)."""
+    inst = family_round("split-penalty", 32, 3)
+    run = select_runnable(inst)
+    first, second = (bp.branch_and_price(inst, run, time_limit=60) for _ in range(2))
+    assert first is not None and second is not None and first.proven
+    assert (first.objective, first.bound, first.nodes, first.leaves, first.source) == (
+        second.objective,
+        second.bound,
+        second.nodes,
+        second.leaves,
+        second.source,
+    )
+    assert dict(first.placements) == dict(second.placements)
