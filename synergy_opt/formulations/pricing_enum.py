@@ -132,7 +132,7 @@ class PatternTable:
         if found is None:
             log.debug("pricing table of server %s: over %d rows, MIP pricing", s, max_rows)
             return None
-        parent, item = found
+        parent, item, depths = found
         spread = sorted({k for k, _ in slots})  # classes whose count a set of slots limits
         spread_of = {k: r for r, k in enumerate(spread)}
         spread_caps = [int(data["n"][k]) for k in spread]
@@ -141,13 +141,12 @@ class PatternTable:
             log.debug("pricing table of server %s: over %d slot sets, MIP pricing", s, MAX_SETS)
             return None
         nx, n_rows = len(xs), len(parent)
-        depth = np.zeros(n_rows, dtype=np.int64)
-        for r in range(1, n_rows):  # a parent comes before its children
-            depth[r] = depth[parent[r]] + 1
-        idx = np.full((n_rows, max(1, int(depth.max()))), nx, dtype=np.int32)
-        for r in range(1, n_rows):
-            idx[r] = idx[parent[r]]
-            idx[r, depth[r] - 1] = item[r]
+        up, add, depth = (np.asarray(v, dtype=np.int64) for v in (parent, item, depths))
+        levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max(initial=0)) + 1)]
+        idx = np.full((n_rows, max(1, len(levels))), nx, dtype=np.int32)
+        for d, rows in enumerate(levels):  # a row is its parent plus one column
+            idx[rows] = idx[up[rows]]
+            idx[rows, d] = add[rows]
         ig = np.asarray([it[0] for it in items] + [0], dtype=np.int64)
         ic = np.asarray([it[1] for it in items] + [0], dtype=np.int64)
         im = np.asarray([it[2] for it in items] + [0.0], dtype=np.float64)
@@ -156,14 +155,15 @@ class PatternTable:
         item_spread = np.asarray([*(spread_of.get(k, -1) for k, _ in xs), -1], dtype=np.int64)
         for r_id in range(len(spread)):
             counts[:, r_id] = (item_spread[idx] == r_id).sum(1)
-        sig_counts, sig = np.unique(counts, axis=0, return_inverse=True)
-        sig = sig.reshape(-1)
+        # counts <= n_k, so these keys are exact and sort as the count vectors do
+        radix = np.cumprod([1, *(c + 1 for c in spread_caps[::-1])])[-2::-1]
+        _, first, sig = np.unique(counts @ radix, return_index=True, return_inverse=True)
+        sig_counts, sig = counts[first], sig.reshape(-1)
         order = np.lexsort((mem, cores, gpus, sig))
         key = np.stack([sig[order], gpus[order], cores[order]], axis=1)
         new = np.ones(n_rows, dtype=bool)
         new[1:] = np.any(key[1:] != key[:-1], axis=1)
         bounds = np.asarray([part_bounds(dict(data), *ki, s) for ki in slots], dtype=np.float64)
-        levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max()) + 1)]
         return cls(
             nx,
             tuple(slots),
@@ -182,8 +182,8 @@ class PatternTable:
             C,
             M,
             full_gpu_floor(data, s),
-            np.asarray(parent, dtype=np.int64),
-            np.asarray(item, dtype=np.int64),
+            up,
+            add,
             tuple(levels),
             order,
         )
@@ -409,12 +409,13 @@ def _enumerate(
     C: int,
     m_cap: float,
     max_rows: int,
-) -> tuple[list[int], list[int]] | None:
+) -> tuple[list[int], list[int], list[int]] | None:
     """Every multiset of items within the capacities (each item's own bound, and at most
-    ``caps[r]`` items of role r), the empty one first: as a tree, each row's parent row and
-    the item it adds (-1 for the empty row); None past ``max_rows``."""
+    ``caps[r]`` items of role r), the empty one first: as a tree, each row's parent row,
+    the item it adds (-1 for the empty row) and its depth; None past ``max_rows``."""
     parent: list[int] = [-1]
     item: list[int] = [-1]
+    depth: list[int] = [0]
     per = [0] * len(caps)
 
     def walk(row: int, start: int, g: int, c: int, m: float, copies: int) -> bool:
@@ -432,6 +433,7 @@ def _enumerate(
                 continue
             parent.append(row)
             item.append(j)
+            depth.append(depth[row] + 1)
             if len(parent) > max_rows:
                 return False
             if role >= 0:
@@ -443,7 +445,7 @@ def _enumerate(
                 return False
         return True
 
-    return (parent, item) if walk(0, 0, 0, 0, 0.0, 0) else None
+    return (parent, item, depth) if walk(0, 0, 0, 0, 0.0, 0) else None
 
 
 def _slot_sets(
