@@ -19,6 +19,8 @@ from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
 from synergy_opt.formulations.patterns_fast import _seed_patterns
 from synergy_opt.generate import family_round
+from synergy_opt.mechanisms import opt_exact
+from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import build_allocation
@@ -301,15 +303,15 @@ def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bp.
     return inst, data, cm, pricer, pool, node, lp
 
 
-@pytest.mark.parametrize("solves", [bp.DIVE_SOLVES, 2])
+@pytest.mark.parametrize("solves", [bp.DIVE_SOLVES, 1])
 def test_leaf_packing_reaches_the_leaf_optimum(solves: int, monkeypatch: Any) -> None:
     """From the dive's leaf, fixing servers to patterns (all the way to an integral master
-    with the default budget; cut short after two pricing rounds, then the leaf MIP with
+    with the default budget; cut short after one pricing round, then the leaf MIP with
     the fixed servers held) gives an allocation worth the leaf's LP value, which is the
     leaf MIP's optimum; it keeps every floor.  The restricted MIP holds its servers to
     their patterns."""
     monkeypatch.setattr(bp, "DIVE_SOLVES", solves)
-    assert _check_leaf_packing(3) is (solves > 2)  # integral master, or the MIP path
+    assert _check_leaf_packing(3) is (solves > 1)  # integral master, or the MIP path
 
 
 def _check_leaf_packing(seed: int) -> bool:
@@ -369,11 +371,99 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
 
 
 def test_the_search_takes_its_incumbent_from_a_dive() -> None:
-    """Cold-started on 32-GPU seed 6, the optimum the search proves is the one its root
+    """Cold-started on 32-GPU seed 7, the optimum the search proves is the one its root
     dive packed (the dive is wired into the search, not only callable)."""
-    inst = family_round("split-penalty", 32, 6)
+    inst = family_round("split-penalty", 32, 7)
     run, ref = _optimum(inst)
     res = bp.branch_and_price(inst, run, time_limit=60)
     assert res is not None and res.proven
     assert res.objective == pytest.approx(ref.objective, rel=REL)
     assert res.source in ("dive", "leaf dive")
+
+
+def test_dive_orders_round_up_in_their_own_order() -> None:
+    """ "nearest" rounds up the pattern closest to its next whole count first; "whole
+    first" every pattern without spread parts before any with them (then nearest)."""
+    _, _, _, _, _, _, lp = _dive_leaf(3)
+    frac = {j: v for j, v in lp.z.items() if v - math.floor(v) > bp.INT_EPS}
+    assert len(frac) >= 2  # the leaf's master is fractional: something to order
+    near = bp._dive_order(lp, "nearest")
+    assert sorted(near) == sorted(frac)
+    gaps = [math.ceil(frac[j]) - frac[j] for j in near]
+    assert gaps == sorted(gaps)
+    whole = bp._dive_order(lp, "whole first")
+    assert sorted(whole) == sorted(frac)
+    parts = [len(lp.patterns[j].parts) for j in whole]
+    assert parts == sorted(parts)
+
+
+def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) -> None:
+    """``_pack_leaf`` runs the dives of ``PACK_DIVES`` in turn and stops at the first
+    that reaches an integral master; when none does, the leaf MIP holds the first
+    dive's servers."""
+    inst, data, cm, pricer, pool, node, lp = _dive_leaf(3)
+    tried: list[str] = []
+    real = bp._fix_servers
+
+    def failing(*args: Any, how: str = "nearest", **kw: Any) -> Any:
+        tried.append(how)
+        _, order = real(*args, how=how, **kw)
+        return None, order
+
+    monkeypatch.setattr(bp, "_fix_servers", failing)
+    found = list(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    assert tried == list(bp.PACK_DIVES) and len(set(tried)) >= 2
+    assert found  # the leaf MIP with the held servers still packs the leaf
+    tried.clear()
+    monkeypatch.setattr(bp, "_fix_servers", real)
+    calls: list[str] = []
+
+    def counted(*args: Any, how: str = "nearest", **kw: Any) -> Any:
+        calls.append(how)
+        return real(*args, how=how, **kw)
+
+    monkeypatch.setattr(bp, "_fix_servers", counted)
+    first = next(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    alloc = build_allocation(inst, "bp", first)
+    assert alloc.total_throughput == pytest.approx(lp.value, rel=REL)
+    assert calls == [bp.PACK_DIVES[0]]  # the first dive was integral: no second one
+
+
+@pytest.mark.parametrize(
+    ("family", "share"),
+    [("split-penalty", opt_exact.PATTERN_OPT_SHARE), ("single-gpu", opt_exact.OPT_SHARE)],
+)
+def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: Any) -> None:
+    """``opt`` (the warm start) gets a tenth of the limit where branch-and-price runs and
+    a quarter elsewhere; the answer is still proven."""
+    seen: list[float | None] = []
+    real = opt_exact.make_mechanism
+
+    def recording(name: str, options: Any = None) -> Any:
+        if name == "opt":
+            seen.append(options.time_limit_s)
+        return real(name, options)
+
+    monkeypatch.setattr(opt_exact, "make_mechanism", recording)
+    inst = family_round(family, 32, 1)
+    alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
+    assert seen == [pytest.approx(20.0 * share)]
+    assert opt_exact.PATTERN_OPT_SHARE < opt_exact.OPT_SHARE
+    assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+
+
+def test_same_round_same_answer() -> None:
+    """Run twice on a round it proves, the search returns the same allocation, value,
+    bound and tree size (pricing by enumeration breaks ties in a fixed order)."""
+    inst = family_round("split-penalty", 32, 3)
+    run = select_runnable(inst)
+    first, second = (bp.branch_and_price(inst, run, time_limit=60) for _ in range(2))
+    assert first is not None and second is not None and first.proven
+    assert (first.objective, first.bound, first.nodes, first.leaves, first.source) == (
+        second.objective,
+        second.bound,
+        second.nodes,
+        second.leaves,
+        second.source,
+    )
+    assert dict(first.placements) == dict(second.placements)

@@ -113,6 +113,17 @@ def server_columns(
     return xs, slots
 
 
+def one_role_classes(data: Mapping[str, Any], s: int) -> list[int]:
+    """Classes that get a ``pat_one_role`` row on server s: those with a slot there, and
+    those whose whole columns could otherwise hold more copies than the class has jobs
+    (at several points at once); for the others the row is redundant."""
+    xs, slots = server_columns(data, s)
+    whole: dict[int, int] = {}
+    for k, p in xs:
+        whole[k] = whole.get(k, 0) + int(data["x_upper"][s, k, p])
+    return sorted({k for k, _ in slots} | {k for k, n in whole.items() if n > data["n"][k]})
+
+
 def pricing_costs(
     data: Mapping[str, Any], s: int, prices: Prices
 ) -> tuple[dict[tuple[int, int], float], dict[tuple[str, tuple[int, int]], float]]:
@@ -177,9 +188,8 @@ def build_pricing(  # noqa: C901 - one rule per row family
     )
     m.eq2_cpu_capacity = pyo.Constraint(rule=cap(1, "cp", data["C"][s], None), doc="(2)")
     m.eq3_mem_capacity = pyo.Constraint(rule=cap(2, "mp", data["M"][s], None), doc="(3)")
-    roles = sorted({k for k, _ in slots})
 
-    @m.Constraint(roles)
+    @m.Constraint(one_role_classes(data, s))
     def pat_one_role(m: pyo.ConcreteModel, k: int) -> Any:
         """Whole class-k jobs plus class-k slots with a part here <= n_k (distinct jobs)."""
         return (

@@ -56,6 +56,7 @@ from synergy_opt.formulations.patterns import (
     Prices,
     full_gpu_floor,
     gpu_slack,
+    one_role_classes,
     pricing_costs,
     server_columns,
     server_shapes,
@@ -175,7 +176,7 @@ def build_pricing_matrix(
         ]
         terms += [(pos[var, ki], 1.0) for ki in slots]
         rows.add(base, terms, lo, float(cap))
-    for k in sorted({k for k, _ in slots}):
+    for k in one_role_classes(data, s):
         terms = [(j, 1.0) for j, (kk, _) in enumerate(xs) if kk == k]
         terms += [(pos["u", ki], 1.0) for ki in slots if ki[0] == k]
         rows.add(_name("pat_one_role", (k,)), terms, -inf, float(data["n"][k]))
@@ -196,69 +197,99 @@ def build_pricing_matrix(
 
 
 def build_master_matrix(
-    data: Mapping[str, Any], patterns: Sequence[Pattern], *, relax: bool = True
+    data: Mapping[str, Any],
+    patterns: Sequence[Pattern],
+    *,
+    relax: bool = True,
+    shapes: tuple[tuple[int, ...], ...] | None = None,
 ) -> tuple[MatrixModel, list[ColKey], list[str]]:
     """The master of :func:`~synergy_opt.formulations.patterns.build_master` as a matrix:
-    columns z[j], y[k, i, q], short[k]; rows in the Pyomo model's order."""
-    shapes = server_shapes(data)
+    columns z[j], y[k, i, q], short[k]; rows in the Pyomo model's order.  ``shapes``:
+    :func:`server_shapes` of ``data``, when the caller has it (column generation builds
+    the master hundreds of times)."""
+    shapes = server_shapes(data) if shapes is None else shapes
     spts, g, inf = data["slot_points"], data["g"], math.inf
     slots = list(data["slots"])
     classes = sorted(g)
-    cols: list[ColKey] = []
-    cost: list[float] = []
-    upper: list[float] = []
-    integer: list[bool] = []
+    n_pat = len(patterns)
+    # rows: eq4_class_cover per class, pat_server_count per shape, then per slot
+    # cnt_one_point, pat_spread_gpus, pat_spread_cpus, pat_spread_mem (each family in
+    # slot order)
+    cover_row = {k: r for r, k in enumerate(classes)}
+    count_row = len(classes)
+    slot_no = {ki: t for t, ki in enumerate(slots)}
+    one_row = count_row + len(shapes)
+    spread_row = [one_row + len(slots) * (f + 1) for f in range(3)]
+    trip_r: list[int] = []
+    trip_c: list[int] = []
+    trip_v: list[float] = []
     for j, p in enumerate(patterns):
-        cols.append(("z", (j,)))
-        cost.append(p.value)
-        upper.append(float(len(shapes[p.shape])))
-        integer.append(not relax)
-    ycol: dict[tuple[int, int, int], int] = {}
+        merged: dict[int, float] = {}
+        for (k, _), c in p.whole:  # a pattern may hold one class at two points: one entry
+            merged[cover_row[k]] = merged.get(cover_row[k], 0.0) + c
+        merged[count_row + p.shape] = 1.0
+        for ki, a, cp, mp in p.parts:
+            t = slot_no[ki]
+            for f, v in enumerate((a, cp, mp)):
+                merged[spread_row[f] + t] = float(v)
+        for r in sorted(merged):
+            trip_r.append(r)
+            trip_c.append(j)
+            trip_v.append(merged[r])
+    cols: list[ColKey] = [("z", (j,)) for j in range(n_pat)]
+    cost = [p.value for p in patterns]
+    upper = [float(len(shapes[p.shape])) for p in patterns]
     for k, i in slots:
-        for q in range(len(spts[k, i])):
-            ycol[k, i, q] = len(cols)
+        t = slot_no[k, i]
+        for q, (cq, mq, wq) in enumerate(spts[k, i]):
+            col = len(cols)
             cols.append(("y", (k, i, q)))
-            cost.append(spts[k, i][q][2])
+            cost.append(wq)
             upper.append(1.0)
-            integer.append(not relax)
-    scol = {}
+            for r, v in (
+                (cover_row[k], 1.0),
+                (one_row + t, 1.0),
+                (spread_row[0] + t, -float(g[k])),
+                (spread_row[1] + t, -float(cq)),
+                (spread_row[2] + t, -float(mq)),
+            ):
+                trip_r.append(r)
+                trip_c.append(col)
+                trip_v.append(v)
     for k in classes:
-        scol[k] = len(cols)
+        trip_r.append(cover_row[k])
+        trip_c.append(len(cols))
+        trip_v.append(1.0)
         cols.append(("short", (k,)))
         cost.append(-SHORT_PENALTY)
         upper.append(inf)
-        integer.append(False)
-    rows = _Rows()
-    for k in classes:
-        terms = [(j, float(c)) for j, p in enumerate(patterns) for (kk, _), c in p.whole if kk == k]
-        terms += [(ycol[kk, i, q], 1.0) for kk, i, q in ycol if kk == k]
-        terms.append((scol[k], 1.0))
-        rows.add(_name("eq4_class_cover", (k,)), terms, data["n"][k], data["n"][k])
-    for c in range(len(shapes)):
-        terms = [(j, 1.0) for j, p in enumerate(patterns) if p.shape == c]
-        rows.add(_name("pat_server_count", (c,)), terms, -inf, float(len(shapes[c])))
-    for ki in slots:
-        terms = [(ycol[(*ki, q)], 1.0) for q in range(len(spts[ki]))]
-        rows.add(_name("cnt_one_point", ki), terms, -inf, 1.0)
-    for base, pos in (("pat_spread_gpus", 0), ("pat_spread_cpus", 1), ("pat_spread_mem", 2)):
-        for ki in slots:
-            terms = [
-                (j, float(part[pos + 1]))
-                for j, p in enumerate(patterns)
-                for part in p.parts
-                if part[0] == ki
-            ]
-            need = [
-                float(g[ki[0]]) if pos == 0 else float(spts[ki][q][pos - 1])
-                for q in range(len(spts[ki]))
-            ]
-            terms += [(ycol[(*ki, q)], -need[q]) for q in range(len(spts[ki]))]
-            if pos == 0:
-                rows.add(_name(base, ki), terms, 0.0, 0.0)
-            else:
-                rows.add(_name(base, ki), terms, 0.0, inf)
-    mm = _matrix("pattern_master", cost, upper, integer, rows)
-    return mm, cols, rows.names
+    integer = [not relax] * (len(cols) - len(classes)) + [False] * len(classes)
+    names = [_name("eq4_class_cover", (k,)) for k in classes]
+    lower = [float(data["n"][k]) for k in classes]
+    upper_row = list(lower)
+    names += [_name("pat_server_count", (c,)) for c in range(len(shapes))]
+    lower += [-inf] * len(shapes)
+    upper_row += [float(len(run)) for run in shapes]
+    names += [_name("cnt_one_point", ki) for ki in slots]
+    lower += [-inf] * len(slots)
+    upper_row += [1.0] * len(slots)
+    for f, base in enumerate(("pat_spread_gpus", "pat_spread_cpus", "pat_spread_mem")):
+        names += [_name(base, ki) for ki in slots]
+        lower += [0.0] * len(slots)
+        upper_row += [0.0 if f == 0 else inf] * len(slots)
+    mm = triplet_model(
+        trip_r,
+        trip_c,
+        trip_v,
+        cost,
+        upper,
+        integer,
+        lower,
+        upper_row,
+        name="pattern_master",
+        row_names=names,
+    )
+    return mm, cols, names
 
 
 def _highs(mm: MatrixModel) -> Any:
