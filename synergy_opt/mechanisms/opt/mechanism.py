@@ -38,6 +38,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
 )
+from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
@@ -405,7 +406,8 @@ class Opt:
                 inst, tune, self.name, solver, upper, [note], t0, runnable=runnable
             )
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
-            mine = dataclasses.replace(mine, upper_bound=self._tighter_bound(ctx, upper))
+            upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
+            mine = dataclasses.replace(mine, upper_bound=upper)
         return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
 
     def _split_floor_bound(
@@ -646,6 +648,9 @@ class Opt:
                     break
         routed = best[1] if best is not None else None
         start = routed
+        if start is None or start.total < target:
+            # Missed: a job filling its servers may make the pooled optimum unreachable.
+            target = min(target, full_server_bound(ctx) * (1 - TARGET_GAP))
         if start is None or start.total < target:
             start = self._late_routes(ctx, start, target, any_spreads, keep, errors)
         if start is None:
