@@ -114,6 +114,8 @@ def full_server_optimum(ctx: RoundContext, *, bound: bool = False) -> FullServer
     runnable = ctx.runnable
     if any(j.sensitivity_by_type is not None for j in runnable):
         return None  # the split model reads reference matrices: no bound on typed rounds
+    if not filling_classes(ctx.inst, ctx.classes):  # the super-machine's own classes
+        return None  # decided before building anything
     ksm = build_super_machine_split(ctx.inst, runnable, _floors(ctx.inst, runnable, lowest=bound))
     charged = charge_full_servers(ctx.inst, ksm)
     if charged is None:
