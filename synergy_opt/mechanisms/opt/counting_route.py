@@ -19,6 +19,13 @@ re-optimised, missed the target) and only where the ``counting`` route found no 
 offers each job its super-machine point and the :data:`NEAR_POINTS` best points
 below it, and solves that model by relax-and-fix (whole-job counts first, then the spread
 slots), each step node-limited.
+
+Where a job fills every server it fits on, the pooled points are out of reach for a reason
+the super-machine can see (:mod:`.full_servers`): the ``counting`` route then stands aside
+and the late ``counting-full-servers`` route, tried before ``counting-near``, solves the
+counting model over the full-server super-machine's points the same way.  On other
+penalised rounds the ``counting`` route tries relax-and-fix before its MIP and stops there
+when that proves the restricted model's optimum.
 """
 
 from __future__ import annotations
