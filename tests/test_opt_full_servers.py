@@ -11,6 +11,8 @@ relax-and-fix, now tried first, realises the super-machine's 60.1575, the optimu
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from synergy_opt.check import check_allocation
@@ -18,7 +20,8 @@ from synergy_opt.formulations.fast import make_classes
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.base import MechanismOptions
-from synergy_opt.mechanisms.opt import ROUTES, Opt
+from synergy_opt.mechanisms.opt import ROUTES, Opt, context
+from synergy_opt.mechanisms.opt import counting_route as cr
 from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.counting_route import counting_full_servers_route, counting_route
 from synergy_opt.mechanisms.opt.full_servers import (
@@ -43,6 +46,9 @@ ABS_TOL: float = 1e-6
         # the full-server super-machine's optimum is the bound (the pooled one says 74.325)
         (1139, OPTIMUM_1139, 70.345),
         (1107, OPTIMUM_1107, OPTIMUM_1107),  # the pooled super-machine's
+        # full-server bound 67.336 (the optimum) against the pooled 67.396: a first version
+        # ran the counting route's MIP there and returned 0.84 of it under a 20-s limit
+        (1031, 67.336, 67.336),
     ],
 )
 def test_opt_reaches_the_optimum_of_the_rounds_it_left_below_one_percent(
@@ -118,3 +124,24 @@ def test_counting_route_realises_the_points_by_relax_and_fix_first() -> None:
     plan = counting_route(ctx)
     points, _ = Opt.deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(ctx.optimum, abs=ABS_TOL)  # was 59.25
+
+
+def test_counting_route_runs_its_mip_only_where_relax_and_fix_finds_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = Opt().context(family_round("split-penalty", 64, 1117))
+    assert ctx is not None
+    nodes: list[int | None] = []
+    real = context.solve_matrix
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        nodes.append(kwargs.get("node_limit"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(context, "solve_matrix", recorded)
+    plan = counting_route(ctx)
+    # the two relax-and-fix steps, no 1000-node MIP (no job fills its servers here, so no
+    # full-server model either)
+    assert nodes == [cr.COUNTING_ROUTE_RELAX_FIX_NODES] * 2
+    points, _ = Opt.deploy_plan(ctx, plan)
+    assert total_of(ctx, plan, points) == pytest.approx(43.211, abs=ABS_TOL)  # the MIP's too
