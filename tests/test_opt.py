@@ -135,8 +135,15 @@ def test_each_rounding_route_is_valid(name: str, route: str, backend: str) -> No
     except opt_mod.RoundingError as e:
         # too big for those routes (the counting route's restricted model: 1735 columns);
         # relax-and-fix runs only where floors depend on the split (mixed server shapes);
-        # no split penalties here for counting-near (test_opt_counting_near.py checks it)
-        assert route in ("server-class-mip", "counting", "counting-relax-fix", "counting-near")
+        # no split penalties here for counting-near and counting-full-servers
+        # (test_opt_counting_near.py and test_opt_full_servers.py check them)
+        assert route in (
+            "server-class-mip",
+            "counting",
+            "counting-relax-fix",
+            "counting-near",
+            "counting-full-servers",
+        )
         assert "skipped" in str(e)
         return
     if route != "tune":
@@ -676,8 +683,9 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
     # ... with HiGHS's default cut pool, as measured then (with the small pool of
     # LNS_HIGHS_OPTIONS even these narrow neighbourhoods happen to reach it here).
     monkeypatch.setattr(neighbourhood, "LNS_HIGHS_OPTIONS", {})
-    # ... and without the counting-near route, whose plan leads them to it as well.
-    without_routes("counting-near")
+    # ... and without the counting-near and counting-full-servers routes, whose plans lead
+    # them to it as well (the full-server one's is the optimum itself, in 1 s).
+    without_routes("counting-near", "counting-full-servers")
     narrow = make_mechanism("opt").allocate(inst)
     assert narrow.total_throughput < (1 - 1e-3) * exact.objective
 

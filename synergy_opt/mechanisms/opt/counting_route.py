@@ -19,6 +19,13 @@ re-optimised, missed the target) and only where the ``counting`` route found no 
 offers each job its super-machine point and the :data:`NEAR_POINTS` best points
 below it, and solves that model by relax-and-fix (whole-job counts first, then the spread
 slots), each step node-limited.
+
+Where a job fills every server it fits on, the pooled points are out of reach for a reason
+the super-machine can see (:mod:`.full_servers`): the ``counting`` route then stands aside
+and the late ``counting-full-servers`` route, tried before ``counting-near``, solves the
+counting model over the full-server super-machine's points the same way.  On other
+penalised rounds the ``counting`` route solves its model by relax-and-fix and runs its MIP
+only where that finds nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from synergy_opt.formulations.counting import counting_data, restrict_points
 from synergy_opt.formulations.counting_fast import (
@@ -42,6 +51,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
 )
+from synergy_opt.mechanisms.opt.full_servers import full_server_bound, full_server_optimum
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import SolveResult, TerminationStatus
 from synergy_opt.types import PlacementPart
@@ -63,6 +73,18 @@ COUNTING_ROUTE_NODES: int = 50
 #: 0.980-0.985 of the optimum after 5-8 s of neighbourhood search); 1000 reach the optimum,
 #: in 1.9-3.0 s for the whole mechanism.
 COUNTING_ROUTE_NODES_PENALISED: int = 1000
+#: Nodes of each relax-and-fix step the counting route tries first where a job may spread
+#: at a penalty (whole-job counts with the slots as LP, then the slots); the MIP runs only
+#: where that finds nothing.  5, 20 and 50 nodes gave the same answers on ten rounds, in
+#: about the same time (most of it at the root).
+COUNTING_ROUTE_RELAX_FIX_NODES: int = 50
+#: The counting route is skipped where the full-server super-machine's bound is below the
+#: pooled optimum by more than this (solver tolerance): the pooled points, with the pooled
+#: model's spreads, cannot all be realised there.  With the mechanism's target gap (2e-3)
+#: instead, split penalties 128 GPUs seed 1031 (bound 67.336, the optimum, against
+#: 67.396) spent 13 s of its 20 in this route's MIP proving its model infeasible and
+#: returned 0.84 of the optimum.
+FULL_SERVERS_SKIP_GAP: float = 1e-6
 
 
 @route("counting", spreads=True, spread_only=False)
@@ -79,6 +101,11 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     estimate = _column_estimate(ctx)
     if estimate > cap:  # decided before building anything
         raise RoundingError(f"skipped: ~{estimate} columns > {cap}")
+    if penalised and full_server_bound(ctx) < ctx.optimum * (1 - FULL_SERVERS_SKIP_GAP):
+        # No allocation reaches the pooled points' value: the late full-server route
+        # takes the round (split penalties 128 GPUs seed 1139: 11 s CPU to prove this
+        # model infeasible).
+        raise RoundingError("skipped: a job filling its servers puts the points out of reach")
     data = counting_data(ctx.inst, ctx.runnable)
     if not data["feasible"]:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
@@ -87,18 +114,49 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
     if cm.matrix.num_cols > cap:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns > {cap}")
     nodes = COUNTING_ROUTE_NODES_PENALISED if penalised else COUNTING_ROUTE_NODES
-    res = ctx.solve(cm.matrix, node_limit=nodes)
-    if res.x is None:
-        raise RoundingError(f"restricted counting model: {res.status} without a solution")
-    if res.status is not TerminationStatus.OPTIMAL:
-        log.info("counting route: %s after %d nodes", res.status, nodes)
-    got = placements_from_values(data, cm.values(res.x))
+    x = _relax_and_fix_first(ctx, cm) if penalised else None
+    if x is None:
+        res = ctx.solve(cm.matrix, node_limit=nodes)
+        if res.x is None:
+            raise RoundingError(f"restricted counting model: {res.status} without a solution")
+        if res.status is not TerminationStatus.OPTIMAL:
+            log.info("counting route: %s after %d nodes", res.status, nodes)
+        x = res.x
+    got = placements_from_values(data, cm.values(x))
     if len(got) != len(ctx.runnable):
         raise RoundingError("restricted counting model left a runnable job out")
     index = {name: i for i, name in enumerate(data["server_names"])}
-    plan = _plan_by_point(ctx, classes, got, index)
+    plan = _plan_by_point(ctx, classes, got, index, ctx.points)
     ctx.memo["counting"] = plan  # the super-machine's points deploy: counting-near skips
     return plan
+
+
+def _relax_and_fix_first(ctx: RoundContext, cm: CountingMatrix) -> np.ndarray | None:
+    """A solution of the restricted model by relax-and-fix
+    (:data:`COUNTING_ROUTE_RELAX_FIX_NODES` per step), ``None`` if a step found nothing
+    (the route's MIP then runs).  Measured on split-penalty rounds: on 128 GPUs seed 1107
+    the MIP's 1000 nodes (11.7 s CPU) found 59.25 where relax-and-fix reaches the
+    super-machine's 60.1575 in 1.6 s; on 12 other rounds where both found a solution the
+    MIP (from scratch, or started from this one) found nothing better, in 0.7-25 s more;
+    where relax-and-fix finds nothing the MIP sometimes does (96 GPUs seed 1102: 43.247,
+    the bound)."""
+
+    def solve(mm: MatrixModel) -> SolveResult:
+        return ctx.solve(mm, node_limit=COUNTING_ROUTE_RELAX_FIX_NODES)
+
+    counts, res = relax_and_fix(cm, solve, solve)
+    if counts.status is TerminationStatus.INFEASIBLE:  # a relaxation of the whole MIP
+        raise RoundingError("restricted counting model: infeasible (whole-job counts)")
+    if res is None or res.x is None:
+        log.info("counting route: relax-and-fix found nothing (counts %s)", counts.status)
+        return None
+    log.info(
+        "counting route: relax-and-fix %.6g (counts %s, bound %s)",
+        res.objective or 0.0,
+        counts.status,
+        counts.dual_bound,
+    )
+    return res.x
 
 
 def super_machine_model(ctx: RoundContext, data: Mapping[str, Any]) -> CountingMatrix:
@@ -130,9 +188,11 @@ def _plan_by_point(
     classes: Sequence[Sequence[str]],
     got: Mapping[str, Sequence[PlacementPart]],
     server_index: Mapping[str, int],
+    points: Mapping[str, Point],
 ) -> GpuPlan:
-    """Hand each class's placements to members whose super-machine point they were solved
-    at, so the mechanism's max-flow deploys those very points; the rest in class order."""
+    """Hand each class's placements to members whose guiding point (``points``: the
+    super-machine's, or the full-server one's) they were solved at, so the mechanism's
+    max-flow deploys those very points; the rest in class order."""
     plan: dict[str, tuple[tuple[int, int], ...]] = {}
     for ids in classes:
         by_point: dict[tuple[int, float], list[tuple[tuple[int, int], ...]]] = defaultdict(list)
@@ -143,7 +203,7 @@ def _plan_by_point(
             by_point[_rounded(point)].append(gpus)
         rest: list[str] = []
         for jid in ids:
-            pt: Point = ctx.points[jid]
+            pt: Point = points[jid]
             queue = by_point.get(_rounded(pt[:2]))
             if queue:
                 plan[jid] = queue.pop(0)
@@ -158,6 +218,47 @@ def _plan_by_point(
 def _rounded(point: tuple[int, float]) -> tuple[int, float]:
     """A point as a key: memory parts of a spread job sum with round-off."""
     return int(point[0]), round(float(point[1]), 6)
+
+
+#: Nodes of each relax-and-fix step of the ``counting-full-servers`` route.
+FULL_SERVERS_NODES: int = 50
+
+
+@route("counting-full-servers", spreads=True, spread_only=True, late=True)
+def counting_full_servers_route(ctx: RoundContext) -> GpuPlan:
+    """The counting model over the full-server super-machine's points, by relax-and-fix.
+
+    Where a job fills every server it fits on, the pooled super-machine counts cores and
+    memory no other job can reach (:mod:`.full_servers`) and its points cannot all be
+    realised; the full-server super-machine's can, or nearly (split penalties 128 GPUs seed
+    1139: 70.28, the proven optimum, in 1.8 s CPU, where every other route's plan and the
+    search stopped at 68.6 in 20 s).  Late, and only where a job may spread at a penalty
+    and that model's optimum is below the pooled one (otherwise its points are the same).
+    """
+    if any(j.sensitivity_by_type is not None for j in ctx.runnable):
+        raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    if not _penalised(ctx):
+        raise RoundingError("skipped: no job may spread at a split penalty")
+    full = full_server_optimum(ctx)
+    if full is None:
+        raise RoundingError("skipped: no job fills every server it fits on")
+    if full.optimum >= ctx.optimum - 1e-9 * max(1.0, abs(ctx.optimum)):
+        raise RoundingError("skipped: the full-server super-machine keeps the pooled optimum")
+    data = counting_data(ctx.inst, ctx.runnable)
+    if not data["feasible"]:
+        raise RoundingError("skipped: the counting data cannot keep every floor as placed")
+    keep = {k: {full.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
+    cm = build_counting_matrix(restrict_points(data, keep))
+    if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
+        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
+    return relax_and_fix_plan(
+        ctx,
+        data,
+        cm,
+        lambda mm: ctx.solve(mm, node_limit=FULL_SERVERS_NODES, time_share=NEAR_TIME_SHARE),
+        "counting-full-servers",
+        full.points,
+    )
 
 
 #: Points below each job's super-machine point the ``counting-near`` route also offers
@@ -215,11 +316,13 @@ def relax_and_fix_plan(
     cm: CountingMatrix,
     solve: Callable[[MatrixModel], SolveResult],
     name: str,
+    points: Mapping[str, Point] | None = None,
 ) -> GpuPlan:
     """The plan of a restricted counting model ``cm`` solved by relax-and-fix: whole-job
     counts integral with the spread slots as LP, then the slots integral with those counts
     fixed (:func:`~synergy_opt.formulations.counting_fast.relax_and_fix`; ``solve`` runs
-    each step, with the route's node limit)."""
+    each step, with the route's node limit; ``points``: the model's guiding points, by
+    default the super-machine's)."""
     counts, res = relax_and_fix(cm, solve, solve)
     if res is None:
         raise RoundingError(f"{name} (counts): {counts.status} without a solution")
@@ -236,7 +339,9 @@ def relax_and_fix_plan(
         counts.status,
     )
     index = {server: i for i, server in enumerate(data["server_names"])}
-    return _plan_by_point(ctx, data["classes"], got, index)
+    return _plan_by_point(
+        ctx, data["classes"], got, index, ctx.points if points is None else points
+    )
 
 
 def _near_points(
