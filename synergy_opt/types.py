@@ -550,6 +550,23 @@ def realised_throughput(
     return w
 
 
+def merged_parts(
+    parts: Sequence[PlacementPart], order: Mapping[str, int]
+) -> tuple[PlacementPart, ...]:
+    """A job's parts merged per server (GPUs, cores and GB summed) in server order
+    (``order``: server name -> index), as an allocation reports them."""
+    merged: dict[str, list[float]] = {}
+    for p in parts:
+        acc = merged.setdefault(p.server, [0, 0, 0.0])
+        acc[0] += p.gpus
+        acc[1] += p.cpus
+        acc[2] += p.mem_gb
+    return tuple(
+        PlacementPart(s, int(v[0]), int(v[1]), float(v[2]))
+        for s, v in sorted(merged.items(), key=lambda kv: order[kv[0]])
+    )
+
+
 def build_allocation(
     inst: RoundInstance,
     mechanism: str,
@@ -594,16 +611,7 @@ def build_allocation(
                 )
             )
             continue
-        merged: dict[str, list[float]] = {}
-        for p in parts:
-            acc = merged.setdefault(p.server, [0, 0, 0.0])
-            acc[0] += p.gpus
-            acc[1] += p.cpus
-            acc[2] += p.mem_gb
-        ordered = tuple(
-            PlacementPart(s, int(v[0]), int(v[1]), float(v[2]))
-            for s, v in sorted(merged.items(), key=lambda kv: order[kv[0]])
-        )
+        ordered = merged_parts(parts, order)
         jobs.append(
             JobAllocation(
                 id=job.id,

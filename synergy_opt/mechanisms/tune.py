@@ -47,6 +47,7 @@ from synergy_opt.types import (
     RoundInstance,
     ThroughputMatrix,
     build_allocation,
+    merged_parts,
     realised_throughput,
 )
 
@@ -98,17 +99,7 @@ def placements_total(
             continue
         if order is None:
             order = {s.name: i for i, s in enumerate(inst.cluster.servers)}
-        merged: dict[str, list[float]] = {}
-        for p in parts:
-            acc = merged.setdefault(p.server, [0, 0, 0.0])
-            acc[0] += p.gpus
-            acc[1] += p.cpus
-            acc[2] += p.mem_gb
-        ordered = tuple(
-            PlacementPart(s, int(v[0]), int(v[1]), float(v[2]))
-            for s, v in sorted(merged.items(), key=lambda kv: order[kv[0]])
-        )
-        values.append(realised_throughput(job, ordered, types))
+        values.append(realised_throughput(job, merged_parts(parts, order), types))
     return math.fsum(values)
 
 

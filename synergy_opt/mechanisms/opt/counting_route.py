@@ -162,8 +162,14 @@ def _relax_and_fix_first(ctx: RoundContext, cm: CountingMatrix) -> np.ndarray | 
 def super_machine_model(ctx: RoundContext, data: Mapping[str, Any]) -> CountingMatrix:
     """The counting model restricted to the grid points the super-machine gave each class's
     members (the ``counting`` and ``counting-relax-fix`` routes)."""
-    keep = {k: {ctx.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
-    return build_counting_matrix(restrict_points(data, keep))
+    return build_counting_matrix(restrict_points(data, point_sets(data, ctx.points)))
+
+
+def point_sets(
+    data: Mapping[str, Any], points: Mapping[str, Point]
+) -> dict[int, set[tuple[int, float]]]:
+    """Per counting class (index), the (cores, GB) points its members are guided to."""
+    return {k: {points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
 
 
 def _penalised(ctx: RoundContext) -> bool:
@@ -244,18 +250,10 @@ def counting_full_servers_route(ctx: RoundContext) -> GpuPlan:
         raise RoundingError("skipped: no job fills every server it fits on")
     if full.optimum >= ctx.optimum - 1e-9 * max(1.0, abs(ctx.optimum)):
         raise RoundingError("skipped: the full-server super-machine keeps the pooled optimum")
-    data = counting_data(ctx.inst, ctx.runnable)
-    if not data["feasible"]:
-        raise RoundingError("skipped: the counting data cannot keep every floor as placed")
-    keep = {k: {full.points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
-    cm = build_counting_matrix(restrict_points(data, keep))
-    if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
-        raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
-    return relax_and_fix_plan(
+    return _late_plan(
         ctx,
-        data,
-        cm,
-        lambda mm: ctx.solve(mm, node_limit=FULL_SERVERS_NODES, time_share=NEAR_TIME_SHARE),
+        lambda data: point_sets(data, full.points),
+        FULL_SERVERS_NODES,
         "counting-full-servers",
         full.points,
     )
@@ -294,19 +292,35 @@ def counting_near_route(ctx: RoundContext) -> GpuPlan:
         raise RoundingError("skipped: no job may spread at a split penalty")
     if "counting" in ctx.memo:
         raise RoundingError("skipped: the counting route realised the super-machine's points")
+    return _late_plan(
+        ctx, lambda data: _near_points(ctx, data, NEAR_POINTS), NEAR_NODES, "counting-near"
+    )
+
+
+def _late_plan(
+    ctx: RoundContext,
+    keep_of: Callable[[Mapping[str, Any]], Mapping[int, set[tuple[int, float]]]],
+    nodes: int,
+    name: str,
+    points: Mapping[str, Point] | None = None,
+) -> GpuPlan:
+    """The penalised late routes' common tail: the counting model over the points
+    ``keep_of(data)`` offers each class, by relax-and-fix with ``nodes`` per step and
+    :data:`NEAR_TIME_SHARE` of the time left each (``points``: the guiding points, as in
+    :func:`relax_and_fix_plan`)."""
     data = counting_data(ctx.inst, ctx.runnable)
     if not data["feasible"]:
         raise RoundingError("skipped: the counting data cannot keep every floor as placed")
-    keep = _near_points(ctx, data, NEAR_POINTS)
-    cm = build_counting_matrix(restrict_points(data, keep))
+    cm = build_counting_matrix(restrict_points(data, keep_of(data)))
     if cm.matrix.num_cols > COUNTING_ROUTE_MAX_COLUMNS_PENALISED:
         raise RoundingError(f"skipped: {cm.matrix.num_cols} columns")
     return relax_and_fix_plan(
         ctx,
         data,
         cm,
-        lambda mm: ctx.solve(mm, node_limit=NEAR_NODES, time_share=NEAR_TIME_SHARE),
-        "counting-near",
+        lambda mm: ctx.solve(mm, node_limit=nodes, time_share=NEAR_TIME_SHARE),
+        name,
+        points,
     )
 
 
