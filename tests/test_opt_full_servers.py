@@ -80,6 +80,31 @@ def test_full_server_model_charges_whole_servers_and_stays_a_bound() -> None:
     assert m5.id not in guide.spread_ids and guide.points[m5.id][:2] == (18, 375.0)
 
 
+def test_full_server_model_is_solved_once_per_round_and_flag(monkeypatch: Any) -> None:
+    """The counting route, the late target and the reported bound each ask for the bound:
+    one MIP per round, not three (and the guiding points, on the placed floors, apart)."""
+    from synergy_opt.mechanisms.opt import full_servers
+
+    ctx = Opt().context(family_round("split-penalty", 32, 1000))
+    assert ctx is not None
+    calls: list[bool] = []
+    solve = full_servers._solve_full_servers
+
+    def spy(c: Any, bound: bool) -> Any:
+        calls.append(bound)
+        return solve(c, bound)
+
+    monkeypatch.setattr(full_servers, "_solve_full_servers", spy)
+    first = full_server_bound(ctx)
+    assert full_server_bound(ctx) == first and full_server_bound(ctx) == first
+    guide = full_server_optimum(ctx)
+    assert full_server_optimum(ctx) is guide
+    assert calls == [True, False]
+    fresh = Opt().context(family_round("split-penalty", 32, 1000))
+    assert fresh is not None and full_server_bound(fresh) == first  # a new round solves anew
+    assert calls == [True, False, True]
+
+
 @pytest.mark.parametrize(("family", "seed"), [("split-penalty", 1000), ("multi-gpu", 1002)])
 def test_full_server_bound_is_at_least_the_proven_optimum_on_small_rounds(
     family: str, seed: int

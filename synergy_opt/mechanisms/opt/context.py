@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
 from synergy_opt.types import Allocation, Job, RoundInstance
+
+if TYPE_CHECKING:
+    from synergy_opt.mechanisms.opt.full_servers import FullServerOptimum
 
 Point = tuple[int, float, float]  # (cpus, mem_gb, throughput)
 #: HiGHS options for OPT's MIPs.  HiGHS's feasibility-jump heuristic costs about 3 ms per
@@ -79,6 +83,11 @@ class RoundContext:
     clock: Clock
     #: Plans a route shares with another (the placement LP's, used by two routes).
     memo: dict[str, GpuPlan] = field(default_factory=dict, compare=False, repr=False)
+    #: The full-server super-machine's solve, per ``bound`` flag (:mod:`.full_servers`): the
+    #: counting route, the late target and the reported bound each ask for it, one MIP.
+    full_servers: dict[bool, FullServerOptimum | None] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
     #: Most GPUs one allowed server has, per GPU-type restriction (``must_spread`` asks for
     #: every job, often per route and per job: a scan of all servers each time was 0.5 ms
     #: of a 512-GPU round's placement-LP route alone).

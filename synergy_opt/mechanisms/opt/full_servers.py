@@ -110,7 +110,15 @@ def full_server_optimum(ctx: RoundContext, *, bound: bool = False) -> FullServer
     its servers, a job has per-GPU-type matrices, or the solve found no optimum).
 
     ``bound``: built on the lowest floors, so its dual bound bounds every allocation that
-    keeps the checker's floors; otherwise on the floors as placed (the guiding points)."""
+    keeps the checker's floors; otherwise on the floors as placed (the guiding points).
+    Solved once per round and flag (``ctx.full_servers``)."""
+    if bound not in ctx.full_servers:
+        ctx.full_servers[bound] = _solve_full_servers(ctx, bound)
+    return ctx.full_servers[bound]
+
+
+def _solve_full_servers(ctx: RoundContext, bound: bool) -> FullServerOptimum | None:
+    """:func:`full_server_optimum` without the memo."""
     runnable = ctx.runnable
     if any(j.sensitivity_by_type is not None for j in runnable):
         return None  # the split model reads reference matrices: no bound on typed rounds
