@@ -294,6 +294,19 @@ def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:
         mechanism.REPAIR = saved
 
 
+def _time_cells(tune_s: float, opt_s: float, tune_cpu: float, opt_cpu: float) -> list[float]:
+    """Tables 3 and 3b's timing columns: tune and opt wall ms and their ratio, then the same
+    for CPU time."""
+    return [
+        1000 * tune_s,
+        1000 * opt_s,
+        opt_s / tune_s,
+        1000 * tune_cpu,
+        1000 * opt_cpu,
+        opt_cpu / tune_cpu,
+    ]
+
+
 def bench_opt_vs_tune_time(repeats: int) -> None:
     """Table 3: interleaved per-round times on cold rounds (no previous round to warm-start
     from or replay), with and without the swap repair."""
@@ -325,12 +338,7 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
                 [
                     family,
                     gpus,
-                    1000 * mt,
-                    1000 * mo,
-                    mo / mt,
-                    1000 * ct,
-                    1000 * co,
-                    co / ct,
+                    *_time_cells(mt, mo, ct, co),
                     total,
                     1000 * cf,
                     cf / ct,
@@ -461,12 +469,7 @@ def bench_sim_rounds(rounds: int, warmup: int) -> None:
                 8 * servers,
                 len(got),
                 f"{min(r.runnable for r in got)}-{max(r.runnable for r in got)}",
-                1000 * mt,
-                1000 * mo,
-                mo / mt,
-                1000 * ct,
-                1000 * co,
-                co / ct,
+                *_time_cells(mt, mo, ct, co),
                 sum(r.opt_cpu for r in got) / sum(r.tune_cpu for r in got),
                 f"{sum(r.opt_total >= r.tune_total - 1e-9 for r in got)}/{len(got)}",
                 f"{near}/{len(got)}",

@@ -787,8 +787,13 @@ def _split_super_machine(
     # grid value per look-up), so each class looks there once, not once per job.
     local: dict[tuple[object, ...], float] = {}
     for job in runnable:  # the floor depends only on what class_key holds
-        near = (id(job.sensitivity), job.gpus, job.split_penalty, job.gpu_types)
-        near = (*near, id(job.sensitivity_by_type))
+        near = (
+            id(job.sensitivity),
+            job.gpus,
+            job.split_penalty,
+            job.gpu_types,
+            id(job.sensitivity_by_type),
+        )
         got = local.get(near)
         if got is None:
             key = class_key(job)
