@@ -23,10 +23,10 @@
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
    cut until it fits (:mod:`.repair`, no solver), else re-optimised per server with
    spread jobs drawing from their span (:mod:`.configure`);
-4. below the bound, the best plan is improved: spread penalised jobs gathered whole onto
-   one server (:mod:`.gather_move`), penalised jobs spread over the richest servers
-   (:mod:`.spread_move`), then exact re-decisions on neighbourhoods of servers
-   (:mod:`.neighbourhood`).
+4. below the bound, the best plan is improved: penalised jobs spread over the richest
+   servers (:mod:`.spread_move`), exact re-decisions on neighbourhoods of servers
+   (:mod:`.neighbourhood`), then spread penalised jobs gathered whole onto one server
+   (:mod:`.gather_move`).
 
 Throughput comes first, then fewer fragmented jobs; no plan spreads more than
 ``min(3s, --max-fragmented)`` jobs.  The best candidate is checked by the independent

@@ -232,14 +232,14 @@ def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
 
 
 def _search(ctx: RoundContext, state: State, target: float) -> State:
-    """The gather move, the spread move, then the neighbourhood search, each only while
+    """The spread move, the neighbourhood search, then the gather move, each only while
     below ``target``."""
-    if state.total < target:
-        state = gather_move(ctx, state, target)
     if state.total < target:
         state = spread_move(ctx, state, target)
     if state.total < target:
         state = improve(ctx, state, target)
+    if state.total < target:
+        state = gather_move(ctx, state, target)
     return state
 
 
