@@ -155,3 +155,34 @@ def test_gather_candidates_are_the_spread_penalised_jobs_worst_first(
     other = Opt().context(dataclasses.replace(inst, jobs=jobs))
     assert other is not None
     assert {j.id for j in gm.gather_candidates(other, state)} == spread - {free}
+
+
+def test_search_gathers_last_and_only_below_the_target(
+    counting_1163: tuple[Any, State], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gather move runs after the spread move and the neighbourhood search, so a
+    start's search answer is never below the one without it (run first, it led the search
+    lower on split penalties 128/1195 and 96/1098), and not at all once they reach the
+    target."""
+    from synergy_opt.mechanisms.opt import mechanism
+
+    ctx, state = counting_1163
+    calls: list[str] = []
+    reached = State(state.plan, state.points, state.total + 1.0)
+
+    def step(name: str, out: State | None) -> Any:
+        def run(ctx: Any, st: State, target: float) -> State:
+            calls.append(name)
+            return st if out is None else out
+
+        return run
+
+    monkeypatch.setattr(mechanism, "spread_move", step("spread", None))
+    monkeypatch.setattr(mechanism, "improve", step("improve", None))
+    monkeypatch.setattr(mechanism, "gather_move", step("gather", None))
+    assert mechanism._search(ctx, state, state.total + 0.5) is state
+    assert calls == ["spread", "improve", "gather"]
+    calls.clear()
+    monkeypatch.setattr(mechanism, "improve", step("improve", reached))
+    assert mechanism._search(ctx, state, state.total + 0.5) is reached
+    assert calls == ["spread", "improve"]
