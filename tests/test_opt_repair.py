@@ -121,7 +121,7 @@ def test_repaired_round_needs_no_mip_and_equals_the_old_answer(
     before) the answer has the same total."""
     inst = family_round(family, gpus, seed)
     with monkeypatch.context() as mp:
-        for name in ("solve_points", "improve", "spread_move", "point_model"):
+        for name in ("solve_points", "improve", "gather_move", "spread_move", "point_model"):
             mp.setattr(mechanism, name, _no_mip)
         with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.mechanism"):
             fast = make_mechanism("opt").allocate(inst)

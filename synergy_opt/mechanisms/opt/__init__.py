@@ -23,8 +23,10 @@
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
    cut until it fits (:mod:`.repair`, no solver), else re-optimised per server with
    spread jobs drawing from their span (:mod:`.configure`);
-4. below the bound, exact re-decisions on neighbourhoods of servers (:mod:`.neighbourhood`)
-   improve the best plan.
+4. below the bound, the best plan is improved: penalised jobs spread over the richest
+   servers (:mod:`.spread_move`), exact re-decisions on neighbourhoods of servers
+   (:mod:`.neighbourhood`), then spread penalised jobs gathered whole onto one server
+   (:mod:`.gather_move`).
 
 Throughput comes first, then fewer fragmented jobs; no plan spreads more than
 ``min(3s, --max-fragmented)`` jobs.  The best candidate is checked by the independent
@@ -49,6 +51,7 @@ from synergy_opt.mechanisms.opt import (
     configure,
     context,
     counting_route,
+    gather_move,
     mechanism,
     neighbourhood,
     relax_fix_route,
@@ -75,6 +78,7 @@ __all__ = [
     "configure",
     "context",
     "counting_route",
+    "gather_move",
     "mechanism",
     "neighbourhood",
     "relax_fix_route",

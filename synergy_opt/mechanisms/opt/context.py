@@ -88,6 +88,10 @@ class RoundContext:
     full_servers: dict[bool, FullServerOptimum | None] = field(
         default_factory=dict, init=False, compare=False, repr=False
     )
+    #: Gather moves already tried this round (:mod:`.gather_move`), as (plan, servers
+    #: re-decided): the search runs from several starts, which often lead to the same
+    #: plans, and a try is deterministic in them.
+    gathers_tried: set[object] = field(default_factory=set, compare=False, repr=False)
     #: Most GPUs one allowed server has, per GPU-type restriction (``must_spread`` asks for
     #: every job, often per route and per job: a scan of all servers each time was 0.5 ms
     #: of a 512-GPU round's placement-LP route alone).

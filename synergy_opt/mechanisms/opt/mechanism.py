@@ -39,6 +39,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
+from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
@@ -231,11 +232,14 @@ def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
 
 
 def _search(ctx: RoundContext, state: State, target: float) -> State:
-    """The spread move, then the neighbourhood search, each only while below ``target``."""
+    """The spread move, the neighbourhood search, then the gather move, each only while
+    below ``target``."""
     if state.total < target:
         state = spread_move(ctx, state, target)
     if state.total < target:
         state = improve(ctx, state, target)
+    if state.total < target:
+        state = gather_move(ctx, state, target)
     return state
 
 

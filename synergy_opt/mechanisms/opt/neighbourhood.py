@@ -223,6 +223,13 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
     return hoods
 
 
+def solve_hood(ctx: RoundContext, state: State, hood: Sequence[int]) -> State | None:
+    """The exact re-decision of the servers ``hood`` (the jobs wholly inside them freed,
+    every other job kept; node-limited), or ``None`` when its sub-MIP finds nothing that
+    deploys: the gather move's local repair (:mod:`.gather_move`)."""
+    return _solve_hood(ctx, state, hood)
+
+
 def _solve_hood(  # noqa: C901 - one block per column family, as in the module docstring
     ctx: RoundContext, state: State, hood: Sequence[int], *, start: bool = False
 ) -> State | None:
