@@ -11,6 +11,7 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
@@ -370,9 +371,11 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
     assert res.objective <= free.objective + 1e-9
 
 
-def test_the_search_takes_its_incumbent_from_a_dive() -> None:
+def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
     """Cold-started on 32-GPU seed 7, the optimum the search proves is the one its root
-    dive packed (the dive is wired into the search, not only callable)."""
+    dive packed (the dive is wired into the search, not only callable); reduced-cost
+    fixing's packing, which comes first, is switched off here (tested on its own)."""
+    monkeypatch.setattr(bp, "_reach", lambda *args: None)
     inst = family_round("split-penalty", 32, 7)
     run, ref = _optimum(inst)
     res = bp.branch_and_price(inst, run, time_limit=60)
@@ -467,3 +470,41 @@ def test_same_round_same_answer() -> None:
         second.source,
     )
     assert dict(first.placements) == dict(second.placements)
+
+
+def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
+    """Reduced-cost fixing (``_rc_caps``) at every leaf of a round small enough to
+    enumerate: the leaf MIP with the whole-job columns capped for allocations worth at
+    least the leaf's optimum keeps that optimum (so the caps never cut an allocation they
+    claim to keep), while capping something; ``_reach`` there finds an allocation no
+    better than the leaf's optimum, and a bound it reports covers that optimum."""
+    inst = family_round("split-penalty", 32, 4)
+    run = select_runnable(inst)
+    data = counting._model_data(inst, run)
+    cm = counting_fast.build_counting_matrix(data)
+    pricer = bp._Pricer(data)
+    pool: list[Any] = []
+    checked = capped = reached = 0
+    for node in _leaf_nodes(data):
+        lp = bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+        leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+        if leaf.status is TerminationStatus.INFEASIBLE:
+            continue
+        assert lp is not None and lp.prices is not None and leaf.objective is not None
+        fixing = bp._rc_caps(data, pricer, node, lp, target=leaf.objective - 1e-6)
+        assert fixing is not None
+        caps, top, floor = fixing
+        assert top >= leaf.objective - 1e-6 and floor <= leaf.objective
+        fixed = bp._leaf_matrix(cm, node, (), caps=caps)
+        capped += int(np.sum(fixed.col_upper < bp._leaf_matrix(cm, node, ()).col_upper))
+        got = solve_matrix(fixed, "highs", time_limit=60)
+        assert got.objective == pytest.approx(leaf.objective, abs=1e-5), node
+        found, bound = bp._reach(cm, pricer, node, lp, math.inf, "highs", None) or (None, None)
+        if found is not None:
+            vec = counting_fast.start_from_placements(cm, found)
+            assert vec is not None and float(cm.matrix.cost @ vec) <= leaf.objective + 1e-6
+            reached += float(cm.matrix.cost @ vec) >= leaf.objective - 1e-6
+        if bound is not None:
+            assert bound >= leaf.objective - 1e-6, node
+        checked += 1
+    assert checked >= 3 and capped > 0 and reached > 0
