@@ -474,8 +474,9 @@ def test_same_round_same_answer() -> None:
 
 def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
     """Reduced-cost fixing (``_rc_caps``) at every leaf of a round small enough to
-    enumerate: the leaf MIP with the whole-job columns capped for allocations worth at
-    least the leaf's optimum keeps that optimum (so the caps never cut an allocation they
+    enumerate: the leaf MIP with the whole-job columns capped and each server's reduced
+    value held near the pricing optimum (``bp_rc_floor``), for allocations worth at
+    least the leaf's optimum, keeps that optimum (so the caps never cut an allocation they
     claim to keep), while capping something; ``_reach`` there finds an allocation no
     better than the leaf's optimum, and a bound it reports covers that optimum."""
     inst = family_round("split-penalty", 32, 4)
@@ -493,9 +494,10 @@ def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
         assert lp is not None and lp.prices is not None and leaf.objective is not None
         fixing = bp._rc_caps(data, pricer, node, lp, target=leaf.objective - 1e-6)
         assert fixing is not None
-        caps, top, floor = fixing
+        caps, top, floor = fixing.caps, fixing.bound, fixing.floor
         assert top >= leaf.objective - 1e-6 and floor <= leaf.objective
-        fixed = bp._leaf_matrix(cm, node, (), caps=caps)
+        assert fixing.floors  # every server is used here: the rows apply
+        fixed = bp._leaf_matrix(cm, node, (), caps=caps, floors=fixing.floors)
         capped += int(np.sum(fixed.col_upper < bp._leaf_matrix(cm, node, ()).col_upper))
         got = solve_matrix(fixed, "highs", time_limit=60)
         assert got.objective == pytest.approx(leaf.objective, abs=1e-5), node

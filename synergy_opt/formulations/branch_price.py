@@ -60,6 +60,7 @@ from synergy_opt.formulations.patterns import (
     Pattern,
     PatternCut,
     Prices,
+    full_gpu_floor,
     pricing_costs,
     server_shapes,
 )
@@ -654,6 +655,23 @@ def _pack_leaf(
             yield placements_from_values(data, cm.values(res.x[: cm.matrix.num_cols]))
 
 
+@dataclass(frozen=True, slots=True)
+class RcFixing:
+    """Reduced-cost fixing at a node (:func:`_rc_caps`): what every allocation of the
+    node worth more than ``floor`` satisfies.
+
+    ``caps`` per server class: the most copies of each whole-job column (k, p) on one
+    server; ``floors``: per server, its reduced value at the node LP's duals is at least
+    the pricing optimum less the gap (``bp_rc_floor`` rows; only where every server is
+    used, or the row holds for an empty one); ``bound``: the duals' Lagrangian bound L.
+    """
+
+    caps: Mapping[int, Mapping[tuple[int, int], int]]
+    floors: tuple[PatternCut, ...]
+    bound: float
+    floor: float
+
+
 def _rc_caps(
     data: Mapping[str, Any],
     pricer: _Pricer,
@@ -662,16 +680,14 @@ def _rc_caps(
     *,
     target: float | None = None,
     gap: float | None = None,
-) -> tuple[dict[int, dict[tuple[int, int], int]], float, float] | None:
-    """Reduced-cost fixing at ``node``: per server class, the most copies of each whole-job
-    column (k, p) one server may hold in an allocation of the node worth at least
-    ``target`` (or at least L - ``gap``), the Lagrangian bound L of the node LP's duals
-    (``lp.prices``) and that floor (allocations of the node below it may use other
-    columns).
+) -> RcFixing | None:
+    """Reduced-cost fixing at ``node`` for allocations worth at least ``target`` (or at
+    least L - ``gap``), L the Lagrangian bound of the node LP's duals (``lp.prices``).
 
-    Any allocation of the node is worth at most L minus, per server, the gap between the
-    pricing optimum and that server's reduced value, so in one worth at least ``target``
-    no server is further than L - ``target`` from the optimum (:meth:`_Pricer.within`).
+    Any allocation of the node is worth at most L minus, per used server, the gap
+    between the pricing optimum and that server's reduced value, so in one worth at least
+    ``target`` no server is further than L - ``target`` from the optimum: its whole jobs
+    are within :meth:`_Pricer.within`'s caps and its reduced value within the gap.
     None where a class is priced by the MIP or the LP has no duals."""
     if lp.prices is None:
         return None
@@ -683,18 +699,26 @@ def _rc_caps(
             return None
         tops.append(got[0])
         bound += len(run) * max(0.0, got[0] - lp.prices.count.get(c, 0.0))
-    # the duals are optimal within HiGHS's tolerances: a little slack keeps this valid
     delta = max(bound - target if target is not None else gap or 0.0, 0.0)
     floor = bound - delta
+    # the duals are optimal within HiGHS's tolerances: a little slack keeps this valid
     delta += RC_SLACK * max(1.0, abs(bound))
     caps: dict[int, dict[tuple[int, int], int]] = {}
-    for c in range(len(pricer.shapes)):
+    floors: list[PatternCut] = []
+    for c, run in enumerate(pricer.shapes):
         got = pricer.within(c, lp.prices, node, delta)
         if got is None:
             return None
-        xs = [idx for name, idx in pricer.models[c][1] if name == "x"]
+        pcols = pricer.models[c][1]
+        xs = [idx for name, idx in pcols if name == "x"]
         caps[c] = {kp: int(n) for kp, n in zip(xs, got[1].tolist(), strict=True)}  # type: ignore[misc]
-    return caps, bound, floor
+        if tops[c] - delta <= 0.0 or full_gpu_floor(data, run[0]) >= 1.0:
+            cost = pricer._costs(c, lp.prices, node)[0]
+            floors += [
+                PatternCut(cut.server, cut.coef, tops[c] - delta)
+                for cut in _server_cuts(data, run, pcols, cost, tops[c])
+            ]
+    return RcFixing(caps, tuple(floors), bound, floor)
 
 
 def _reach(
@@ -717,9 +741,9 @@ def _reach(
     fixing = _rc_caps(cm.data, pricer, node, lp, gap=EXACT_REL_GAP * max(1.0, abs(lp.value)))
     if fixing is None:
         return None
-    caps, top, floor = fixing
+    top, floor = fixing.bound, fixing.floor
     res = solve_matrix(
-        _leaf_matrix(cm, node, (), caps=caps),
+        _leaf_matrix(cm, node, (), caps=fixing.caps, floors=fixing.floors),
         solver,
         time_limit=max(min(REACH_S, deadline - time.perf_counter()), 1e-3),
         rel_gap=EXACT_REL_GAP,
@@ -847,6 +871,7 @@ def _leaf_matrix(
     cuts: Sequence[PatternCut],
     servers: Sequence[Pattern] = (),
     caps: Mapping[int, Mapping[tuple[int, int], int]] | None = None,
+    floors: Sequence[PatternCut] = (),
 ) -> MatrixModel:
     """The counting MIP with the node's decisions fixed through ``y``'s and ``x``'s bounds and
     the node's pattern rows (``pat_full_gpus``, ``pat_dual_cut``): its LP is then at least
@@ -854,9 +879,11 @@ def _leaf_matrix(
     many servers of each pattern's class to the pattern (whole jobs and GPUs exact, a
     part's cores and GB at most the pattern's): a restriction, for allocations only, whose
     bound and infeasibility say nothing about the leaf.  ``caps`` (:func:`_rc_caps`, per
-    server class): the most copies of each whole-job column per server."""
+    server class): the most copies of each whole-job column per server; ``floors`` (its
+    rows): each server's reduced value at least the pricing optimum less the fixing's
+    gap."""
     data = cm.data
-    cm = strengthened_counting(data, cuts)
+    cm = strengthened_counting(data, cuts, floors)
     lower = cm.matrix.col_lower.copy()
     upper = cm.matrix.col_upper.copy()
     held = _held(data, servers)
@@ -971,19 +998,6 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     len(pool),
                     time.perf_counter() - t0,
                 )
-                # a dive down to one leaf, packed first by reduced-cost fixing (_reach):
-                # where the root's lean leads to the optimal leaf (split-penalty 128
-                # seed 2) this is the optimum, before the integer master and the packing
-                # dives spend the time it needs
-                stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
-                leaf, leaf_lp = _dive_to_leaf(data, pricer, pool, node, deadline=stop)
-                dived = leaf_lp is not None and leaf_lp.converged
-                if dived and leaf_lp.value > inc + tol():
-                    reach = _reach(cm, pricer, leaf, leaf_lp, deadline, solver, threads)
-                    if reach is not None and reach[0] is not None:
-                        offer(reach[0], "dive reach")
-                if bound <= inc + tol():
-                    continue
                 left = min(ROOT_IP_S, deadline - time.perf_counter())
                 ip = _restricted_ip(data, pool, node, left)
                 values = None if ip is None else _master_values(data, ip)
@@ -991,7 +1005,16 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     offer(placements_from_values(data, values), "restricted IP")
                 if bound <= inc + tol():
                     continue
-                if dived and leaf_lp.value > inc + tol():
+                # a dive down to one leaf and its packing: an early incumbent to prune with
+                stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
+                leaf, leaf_lp = _dive_to_leaf(data, pricer, pool, node, deadline=stop)
+                if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
+                    # first the leaf MIP over the servers an allocation worth the leaf's
+                    # bound can have (_reach); it may take more than the dive's share
+                    reach = _reach(cm, pricer, leaf, leaf_lp, deadline, solver, threads)
+                    if reach is not None and reach[0] is not None:
+                        offer(reach[0], "dive reach")
+                if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
                     stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
                     for found_p in _pack_leaf(data, cm, pricer, pool, leaf, leaf_lp, stop, solver):
                         offer(found_p, "dive")
@@ -1018,15 +1041,6 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
             break
         if slice_s == LEAF_SLICE_S:
-            # first the leaf's packing straight away, by reduced-cost fixing (_reach)
-            reach = _reach(cm, pricer, node, lp_of[node], deadline, solver, threads)
-            if reach is not None:
-                if reach[0] is not None:
-                    offer(reach[0], "leaf reach")
-                if reach[1] is not None:
-                    bound = min(bound, reach[1])
-                if bound <= inc + tol():
-                    continue
             # first the integer master over the patterns so far with the leaf's decisions:
             # where the leaf's bound is an allocation, it is often made of known patterns
             left = min(LEAF_IP_S, deadline - time.perf_counter())
@@ -1051,7 +1065,8 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 cm,
                 node,
                 cuts_of[node] if _with_rows(slice_s) else (),
-                caps=None if fixing is None else fixing[0],
+                caps=None if fixing is None else fixing.caps,
+                floors=() if fixing is None else fixing.floors,
             ),
             solver,
             # the incumbent, where it lies in this leaf, starts HiGHS's improvement
