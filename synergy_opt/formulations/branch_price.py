@@ -118,9 +118,10 @@ DIVE_SOLVES: int = 12
 #: Reduced-cost fixing (:func:`_rc_caps`) widens its gap by this (relative) for the
 #: duals' tolerances.
 RC_SLACK: float = 1e-6
-#: A leaf's first MIP keeps only the servers within the proof tolerance of the pricing
-#: optimum (an allocation worth the leaf's bound has no others): at most this many
-#: branch-and-bound nodes (the same answer on every machine), this long as a guard.
+#: The root's dive leaf is packed first by its MIP over only the servers within the
+#: proof tolerance of the pricing optimum (:func:`_reach`: an allocation worth the leaf's
+#: bound has no others): at most this many branch-and-bound nodes (the same answer on
+#: every machine), this long as a guard.
 REACH_NODES: int = 1000
 REACH_S: float = 4.0
 #: A master value is integral within this.

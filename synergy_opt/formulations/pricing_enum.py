@@ -556,7 +556,7 @@ def _by_mip(data: Mapping[str, Any], s: int) -> PricingSolve:
 @dataclass(frozen=True, slots=True)
 class TableSolve:
     """Pricing by one class's :class:`PatternTable` (a :data:`PricingSolve`); the table
-    stays reachable for :meth:`PatternTable.near`."""
+    stays reachable for :meth:`PatternTable.within`."""
 
     table: PatternTable
 
