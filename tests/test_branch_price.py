@@ -433,12 +433,13 @@ def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) ->
 
 
 @pytest.mark.parametrize(
-    ("family", "share"),
-    [("split-penalty", opt_exact.PATTERN_OPT_SHARE), ("single-gpu", opt_exact.OPT_SHARE)],
+    ("family", "seconds"),
+    [("split-penalty", opt_exact.PATTERN_OPT_CAP_S), ("single-gpu", 20.0 * opt_exact.OPT_SHARE)],
 )
-def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: Any) -> None:
-    """``opt`` (the warm start) gets a tenth of the limit where branch-and-price runs and
-    a quarter elsewhere; the answer is still proven."""
+def test_opt_exact_gives_opt_its_share(family: str, seconds: float, monkeypatch: Any) -> None:
+    """``opt`` (the warm start) gets a quarter of the limit elsewhere, and where
+    branch-and-price runs a tenth but at most ``PATTERN_OPT_CAP_S``, so a longer limit
+    starts the search as a 10-s one does; the answer is still proven (no retry then)."""
     seen: list[float | None] = []
     real = opt_exact.make_mechanism
 
@@ -450,9 +451,57 @@ def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: A
     monkeypatch.setattr(opt_exact, "make_mechanism", recording)
     inst = family_round(family, 32, 1)
     alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
-    assert seen == [pytest.approx(20.0 * share)]
+    assert seen == [pytest.approx(seconds)]
+    assert 20.0 * opt_exact.PATTERN_OPT_SHARE > opt_exact.PATTERN_OPT_CAP_S  # the cap binds
     assert opt_exact.PATTERN_OPT_SHARE < opt_exact.OPT_SHARE
     assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+
+
+def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> None:
+    """Where the capped ``opt`` left the first search unproven, ``opt`` runs again with the
+    share the cap held back, and a better answer of it starts a second search, which proves
+    the counting optimum (no counting MIP after it); the first search's answer is among the
+    second's starts."""
+    inst = family_round("split-penalty", 32, 0)
+    _, ref = _optimum(inst)
+    limits: list[float | None] = []
+    real_make = opt_exact.make_mechanism
+
+    def first_opt_is_tune(name: str, options: Any = None) -> Any:
+        if name == "opt":
+            limits.append(options.time_limit_s)
+            if len(limits) == 1:  # a weak first answer: the first search starts low
+                return real_make("tune", options)
+        return real_make(name, options)
+
+    searches: list[tuple[float, list[Any]]] = []
+    real_bp = opt_exact.branch_and_price
+
+    def first_search_cut_short(*args: Any, time_limit: float, **kw: Any) -> Any:
+        searches.append((time_limit, list(kw["warm_start"])))
+        return real_bp(*args, time_limit=1e-3 if len(searches) == 1 else time_limit, **kw)
+
+    counted: list[int] = []
+    real_counting = opt_exact.solve_counting
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        counted.append(1)
+        return real_counting(*args, **kw)
+
+    monkeypatch.setattr(opt_exact, "make_mechanism", first_opt_is_tune)
+    monkeypatch.setattr(opt_exact, "branch_and_price", first_search_cut_short)
+    monkeypatch.setattr(opt_exact, "solve_counting", counting)
+    alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
+    assert limits == [
+        pytest.approx(opt_exact.PATTERN_OPT_CAP_S),
+        pytest.approx(20.0 * opt_exact.PATTERN_OPT_SHARE),
+    ]
+    assert len(searches) == 2
+    assert len(searches[1][1]) == len(searches[0][1]) + 2  # opt's answer and the first's
+    assert counted == []  # the second search proved it: no counting MIP after it
+    assert alloc.total_throughput == pytest.approx(ref.objective, rel=REL)
+    assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+    assert check_allocation(inst, alloc, fair_share=True) == []
 
 
 def test_same_round_same_answer() -> None:
