@@ -11,7 +11,9 @@ fractionally on several servers without paying the penalty): there branch-and-pr
 server patterns (:mod:`~synergy_opt.formulations.branch_price`: column generation's bound,
 branching on the spread decisions) runs first, for at most :data:`BOUND_SHARE` of the time
 left; if it has not proven its answer by then, the counting model runs for the rest of the
-time from the best answer so far, and the smaller bound of the two is kept.
+time from the best answer so far, and the smaller bound of the two is kept.  There ``opt``
+gets at most :data:`PATTERN_OPT_CAP_S` first, so that a longer limit starts the search as a
+10-s one does, and its full share only after an unproven search (then a second search).
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
