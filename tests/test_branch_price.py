@@ -460,8 +460,8 @@ def test_opt_exact_gives_opt_its_share(family: str, seconds: float, monkeypatch:
 def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> None:
     """Where the capped ``opt`` left the first search unproven, ``opt`` runs again with the
     share the cap held back, and a better answer of it starts a second search, which proves
-    the counting optimum (no counting MIP after it); the first search's answer is among the
-    second's starts."""
+    the counting optimum (no counting MIP after it); the first search has a 10-s run's time,
+    and its answer is among the second's starts."""
     inst = family_round("split-penalty", 32, 0)
     _, ref = _optimum(inst)
     limits: list[float | None] = []
@@ -497,6 +497,9 @@ def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> Non
         pytest.approx(20.0 * opt_exact.PATTERN_OPT_SHARE),
     ]
     assert len(searches) == 2
+    # the first search is a 10-s run's (where the cap begins to bind); the second has the rest
+    at_cap = opt_exact.PATTERN_OPT_CAP_S / opt_exact.PATTERN_OPT_SHARE * opt_exact.BOUND_SHARE
+    assert searches[0][0] <= at_cap < searches[1][0]
     assert len(searches[1][1]) == len(searches[0][1]) + 2  # opt's answer and the first's
     assert counted == []  # the second search proved it: no counting MIP after it
     assert alloc.total_throughput == pytest.approx(ref.objective, rel=REL)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -119,7 +118,12 @@ class OptExact:
                 def retry() -> Allocation:
                     return make_mechanism("opt", retry_opt).allocate(inst)
 
-            res = _pattern_stage(inst, runnable, starts, left, self.options, retry)
+            # the first search gets what it gets at the limit where the cap begins to bind
+            spent = time.perf_counter() - t0
+            first_left = max(min(limit, PATTERN_OPT_CAP_S / PATTERN_OPT_SHARE) - spent, 1e-3)
+            res = _pattern_stage(
+                inst, runnable, starts, left, self.options, retry, min(first_left, left)
+            )
         if res is None:
             res = solve_counting(
                 inst,
@@ -191,17 +195,21 @@ def _pattern_stage(
     left: float,
     options: MechanismOptions,
     retry: Callable[[], Allocation] | None = None,
+    first_left: float | None = None,
 ) -> CountingResult | None:
     """Branch-and-price, then (unless it proved its answer) the counting model for the rest
     of the time from the best answer so far: the better answer with the smaller bound.
     None where branch-and-price does not apply (the counting model alone then).
 
-    ``retry`` (``opt`` with the share its cap held back), where given and the search did not
-    prove its answer with at least :data:`RETRY_SHARE` of ``left`` still to go, runs next;
-    an answer of it better than the search's starts a second search (from the top: its
-    incumbent prunes and tightens the reduced-cost fixing), whose bound is valid too."""
+    The first search gets ``first_left`` (default ``left``): where ``retry`` is given, what
+    it gets at the limit where ``opt``'s cap begins to bind, so that it is that run's search.
+    ``retry`` (``opt`` with the share its cap held back), where given and that search did not
+    prove its answer with at least :data:`RETRY_SHARE` of ``left`` still to go, runs next, and
+    a second search from the top runs with both answers among its starts (opt's incumbent,
+    where better, prunes and tightens the reduced-cost fixing); its bound is valid too."""
     t0 = time.perf_counter()
-    first = _search(inst, runnable, starts, left * BOUND_SHARE, options)
+    first_left = left if first_left is None else first_left
+    first = _search(inst, runnable, starts, first_left * BOUND_SHARE, options)
     if first is None:
         return None
     if (
@@ -210,20 +218,12 @@ def _pattern_stage(
         and left - (time.perf_counter() - t0) > left * RETRY_SHARE
     ):
         more_opt = retry()
-        ids = {j.id for j in runnable}
-        best = first.objective if first.objective is not None else -math.inf
-        if {
-            ja.id for ja in more_opt.jobs
-        } == ids and more_opt.total_throughput > best + THROUGHPUT_EPS:
+        if {ja.id for ja in more_opt.jobs} == {j.id for j in runnable}:
             starts = [{ja.id: ja.placement for ja in more_opt.jobs}, *starts]
-            rest = left - (time.perf_counter() - t0)
-            second = _search(
-                inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options
-            )
-            log.info(
-                "opt-exact: a second search from opt's %.6g: %s", more_opt.total_throughput, second
-            )
-            first = _merge(first, second)
+        rest = left - (time.perf_counter() - t0)
+        second = _search(inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options)
+        log.info("opt-exact: second search after opt's %.6g: %s", more_opt.total_throughput, second)
+        first = _merge(first, second)
     left -= time.perf_counter() - t0
     if first.proven or left <= 0.1:
         return first
