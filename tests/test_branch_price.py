@@ -11,6 +11,7 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
@@ -370,9 +371,11 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
     assert res.objective <= free.objective + 1e-9
 
 
-def test_the_search_takes_its_incumbent_from_a_dive() -> None:
+def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
     """Cold-started on 32-GPU seed 7, the optimum the search proves is the one its root
-    dive packed (the dive is wired into the search, not only callable)."""
+    dive packed (the dive is wired into the search, not only callable); reduced-cost
+    fixing's packing, which comes first, is switched off here (tested on its own)."""
+    monkeypatch.setattr(bp, "_reach", lambda *args: None)
     inst = family_round("split-penalty", 32, 7)
     run, ref = _optimum(inst)
     res = bp.branch_and_price(inst, run, time_limit=60)
@@ -430,12 +433,13 @@ def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) ->
 
 
 @pytest.mark.parametrize(
-    ("family", "share"),
-    [("split-penalty", opt_exact.PATTERN_OPT_SHARE), ("single-gpu", opt_exact.OPT_SHARE)],
+    ("family", "seconds"),
+    [("split-penalty", opt_exact.PATTERN_OPT_CAP_S), ("single-gpu", 20.0 * opt_exact.OPT_SHARE)],
 )
-def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: Any) -> None:
-    """``opt`` (the warm start) gets a tenth of the limit where branch-and-price runs and
-    a quarter elsewhere; the answer is still proven."""
+def test_opt_exact_gives_opt_its_share(family: str, seconds: float, monkeypatch: Any) -> None:
+    """``opt`` (the warm start) gets a quarter of the limit elsewhere, and where
+    branch-and-price runs a tenth but at most ``PATTERN_OPT_CAP_S``, so a longer limit
+    starts the search as a 10-s one does; the answer is still proven (no retry then)."""
     seen: list[float | None] = []
     real = opt_exact.make_mechanism
 
@@ -447,9 +451,60 @@ def test_opt_exact_gives_opt_its_share(family: str, share: float, monkeypatch: A
     monkeypatch.setattr(opt_exact, "make_mechanism", recording)
     inst = family_round(family, 32, 1)
     alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
-    assert seen == [pytest.approx(20.0 * share)]
+    assert seen == [pytest.approx(seconds)]
+    assert 20.0 * opt_exact.PATTERN_OPT_SHARE > opt_exact.PATTERN_OPT_CAP_S  # the cap binds
     assert opt_exact.PATTERN_OPT_SHARE < opt_exact.OPT_SHARE
     assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+
+
+def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> None:
+    """Where the capped ``opt`` left the first search unproven, ``opt`` runs again with the
+    share the cap held back, and a better answer of it starts a second search, which proves
+    the counting optimum (no counting MIP after it); the first search has a 10-s run's time,
+    and its answer is among the second's starts."""
+    inst = family_round("split-penalty", 32, 0)
+    _, ref = _optimum(inst)
+    limits: list[float | None] = []
+    real_make = opt_exact.make_mechanism
+
+    def first_opt_is_tune(name: str, options: Any = None) -> Any:
+        if name == "opt":
+            limits.append(options.time_limit_s)
+            if len(limits) == 1:  # a weak first answer: the first search starts low
+                return real_make("tune", options)
+        return real_make(name, options)
+
+    searches: list[tuple[float, list[Any]]] = []
+    real_bp = opt_exact.branch_and_price
+
+    def first_search_cut_short(*args: Any, time_limit: float, **kw: Any) -> Any:
+        searches.append((time_limit, list(kw["warm_start"])))
+        return real_bp(*args, time_limit=1e-3 if len(searches) == 1 else time_limit, **kw)
+
+    counted: list[int] = []
+    real_counting = opt_exact.solve_counting
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        counted.append(1)
+        return real_counting(*args, **kw)
+
+    monkeypatch.setattr(opt_exact, "make_mechanism", first_opt_is_tune)
+    monkeypatch.setattr(opt_exact, "branch_and_price", first_search_cut_short)
+    monkeypatch.setattr(opt_exact, "solve_counting", counting)
+    alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=20.0)).allocate(inst)
+    assert limits == [
+        pytest.approx(opt_exact.PATTERN_OPT_CAP_S),
+        pytest.approx(20.0 * opt_exact.PATTERN_OPT_SHARE),
+    ]
+    assert len(searches) == 2
+    # the first search is a 10-s run's (where the cap begins to bind); the second has the rest
+    at_cap = opt_exact.PATTERN_OPT_CAP_S / opt_exact.PATTERN_OPT_SHARE * opt_exact.BOUND_SHARE
+    assert searches[0][0] <= at_cap < searches[1][0]
+    assert len(searches[1][1]) == len(searches[0][1]) + 2  # opt's answer and the first's
+    assert counted == []  # the second search proved it: no counting MIP after it
+    assert alloc.total_throughput == pytest.approx(ref.objective, rel=REL)
+    assert alloc.upper_bound == pytest.approx(alloc.total_throughput, rel=REL)
+    assert check_allocation(inst, alloc, fair_share=True) == []
 
 
 def test_same_round_same_answer() -> None:
@@ -467,3 +522,43 @@ def test_same_round_same_answer() -> None:
         second.source,
     )
     assert dict(first.placements) == dict(second.placements)
+
+
+def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
+    """Reduced-cost fixing (``_rc_caps``) at every leaf of a round small enough to
+    enumerate: the leaf MIP with the whole-job columns capped and each server's reduced
+    value held near the pricing optimum (``bp_rc_floor``), for allocations worth at
+    least the leaf's optimum, keeps that optimum (so the caps never cut an allocation they
+    claim to keep), while capping something; ``_reach`` there finds an allocation no
+    better than the leaf's optimum, and a bound it reports covers that optimum."""
+    inst = family_round("split-penalty", 32, 4)
+    run = select_runnable(inst)
+    data = counting._model_data(inst, run)
+    cm = counting_fast.build_counting_matrix(data)
+    pricer = bp._Pricer(data)
+    pool: list[Any] = []
+    checked = capped = reached = 0
+    for node in _leaf_nodes(data):
+        lp = bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+        leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+        if leaf.status is TerminationStatus.INFEASIBLE:
+            continue
+        assert lp is not None and lp.prices is not None and leaf.objective is not None
+        fixing = bp._rc_caps(data, pricer, node, lp, target=leaf.objective - 1e-6)
+        assert fixing is not None
+        caps, top, floor = fixing.caps, fixing.bound, fixing.floor
+        assert top >= leaf.objective - 1e-6 and floor <= leaf.objective
+        assert fixing.floors  # every server is used here: the rows apply
+        fixed = bp._leaf_matrix(cm, node, (), caps=caps, floors=fixing.floors)
+        capped += int(np.sum(fixed.col_upper < bp._leaf_matrix(cm, node, ()).col_upper))
+        got = solve_matrix(fixed, "highs", time_limit=60)
+        assert got.objective == pytest.approx(leaf.objective, abs=1e-5), node
+        found, bound = bp._reach(cm, pricer, node, lp, math.inf, "highs", None) or (None, None)
+        if found is not None:
+            vec = counting_fast.start_from_placements(cm, found)
+            assert vec is not None and float(cm.matrix.cost @ vec) <= leaf.objective + 1e-6
+            reached += float(cm.matrix.cost @ vec) >= leaf.objective - 1e-6
+        if bound is not None:
+            assert bound >= leaf.objective - 1e-6, node
+        checked += 1
+    assert checked >= 3 and capped > 0 and reached > 0

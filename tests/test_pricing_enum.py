@@ -171,3 +171,42 @@ def test_the_quick_count_bounds_the_table() -> None:
         ]
         bound = pricing_enum._row_bound(items, table.G, table.C)
         assert table.rows <= bound < 10 * table.rows
+
+
+@pytest.mark.parametrize("delta", [0.05, 0.6])
+def test_within_caps_are_the_mips_per_column_maxima(delta: float) -> None:
+    """``PatternTable.within`` (reduced-cost fixing): per whole-job column, its cap c is
+    the most copies any pattern worth more than optimum - delta holds, checked against the
+    pricing MIP with the column's lower bound raised: at c copies such a pattern exists
+    (worth more than optimum - delta), at c + 1 none does.  A cap one too small (an
+    allocation's server fixed out) or too large (nothing fixed) fails here."""
+    data = _data(32, 4)
+    rng = np.random.default_rng(11)
+    s = server_shapes(data)[0][0]
+    table = PatternTable.build(data, s)
+    assert table is not None
+    pm, pcols, _ = build_pricing_matrix(data, s, _zero_prices(data))
+    xs = [j for j, (n, _) in enumerate(pcols) if n == "x"]
+    fixed = kept = 0
+    for _ in range(2):
+        cost = _random_costs(data, s, pcols, rng)
+        upper = pm.col_upper.copy()
+        top, caps = table.within(cost, upper, delta)
+        ref, _ = _pricing_solve(dataclasses.replace(pm, cost=cost), None)
+        assert top is not None and ref is not None
+        assert top == pytest.approx(ref, rel=REL_TOL, abs=REL_TOL)
+        for j in xs:
+            c = int(caps[j])
+            if c >= 1:
+                lower = pm.col_lower.copy()
+                lower[j] = c
+                at, _ = _pricing_solve(dataclasses.replace(pm, cost=cost, col_lower=lower), None)
+                assert at is not None and at > ref - delta - REL_TOL, (j, c)
+                kept += 1
+            if c + 1 <= upper[j]:
+                lower = pm.col_lower.copy()
+                lower[j] = c + 1
+                over, _ = _pricing_solve(dataclasses.replace(pm, cost=cost, col_lower=lower), None)
+                assert over is None or over <= ref - delta + REL_TOL, (j, c)
+                fixed += c == 0
+    assert kept > 0 and fixed > 0  # some columns kept, some fixed: not vacuous

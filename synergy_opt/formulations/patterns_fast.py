@@ -530,9 +530,13 @@ def _done(
 # --------------------------------------------------------------------------- counting + rows
 
 
-def strengthened_counting(data: Mapping[str, Any], cuts: Sequence[PatternCut]) -> CountingMatrix:
+def strengthened_counting(
+    data: Mapping[str, Any], cuts: Sequence[PatternCut], floors: Sequence[PatternCut] = ()
+) -> CountingMatrix:
     """The counting matrix with ``pat_full_gpus`` and ``pat_dual_cut`` rows appended (the
-    order of :func:`~synergy_opt.formulations.patterns.add_pattern_rows`)."""
+    order of :func:`~synergy_opt.formulations.patterns.add_pattern_rows`), then per
+    cut of ``floors`` a ``bp_rc_floor`` row: the cut's sum at least its ``rhs``
+    (branch-and-price's reduced-cost fixing, ``formulations/branch_price.md``)."""
     cm = build_counting_matrix(data)
     mm = cm.matrix
     pos = {key: c for c, key in enumerate(cm.columns)}
@@ -555,6 +559,9 @@ def strengthened_counting(data: Mapping[str, Any], cuts: Sequence[PatternCut]) -
     for cut in sorted(cuts, key=lambda c: c.server):
         terms = [(pos[key], v) for key, v in cut.coef]
         extra.add(_name("pat_dual_cut", (cut.server,)), terms, -math.inf, cut.rhs)
+    for cut in sorted(floors, key=lambda c: c.server):
+        terms = [(pos[key], v) for key, v in cut.coef]
+        extra.add(_name("bp_rc_floor", (cut.server,)), terms, cut.rhs, math.inf)
     base = mm.num_rows
     cols: list[list[tuple[int, float]]] = [[] for _ in range(mm.num_cols)]
     for r, c, v in extra.trip:

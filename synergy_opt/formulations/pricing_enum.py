@@ -272,6 +272,43 @@ class PatternTable:
         sols = [self._solution(sets[u], int(rec[i]), parts) for _, u, i in found[:keep]]
         return top, sols
 
+    def within(
+        self, cost: np.ndarray, upper: np.ndarray, delta: float
+    ) -> tuple[float | None, np.ndarray]:
+        """The optimum at these costs and bounds (None where no pattern is feasible) and,
+        per whole-job column, the most copies of it on one server among every content
+        (whole jobs and the set of slots with a part, the parts filled at best) worth
+        more than the optimum minus ``delta``: 0 where no such content holds it.
+
+        Reduced-cost fixing (``formulations/branch_price.md``, "Reduced-cost fixing"):
+        with ``delta`` above the gap between a node's Lagrangian bound and an allocation's
+        value, every server of that allocation holds at most these copies.  Unlike
+        :meth:`solve` this looks at every row, not only the records: a row another row
+        beats at these costs may still be in an integer allocation."""
+        nx = self.nx
+        wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
+        wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
+        listed = np.zeros(len(self.parent))
+        for rows in self.levels:
+            listed[rows] = listed[self.parent[rows]] + wx[self.item[rows]]
+        w = listed[self.order]
+        parts, sets, inside, compat, fa, fc = self._call(cost, upper)
+        left = np.maximum(self.M - self.mem, 0.0)
+        best = np.full(len(w), -math.inf)
+        for u in range(len(sets)):
+            vals = w + fa[u, self.gpus] + fc[u, self.cores]
+            vals = vals + _fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
+            best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
+        top = float(best.max(initial=-math.inf))
+        caps = np.zeros(nx, dtype=np.int64)
+        if not math.isfinite(top):
+            return None, caps
+        rows = self.idx[best > top - delta]
+        for j in np.unique(rows):
+            if j < nx:
+                caps[j] = int((rows == j).sum(axis=1).max())
+        return top, caps
+
     def _call(
         self, cost: np.ndarray, upper: np.ndarray
     ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -516,17 +553,26 @@ def _by_mip(data: Mapping[str, Any], s: int) -> PricingSolve:
     return _pricing_solve
 
 
+@dataclass(frozen=True, slots=True)
+class TableSolve:
+    """Pricing by one class's :class:`PatternTable` (a :data:`PricingSolve`); the table
+    stays reachable for :meth:`PatternTable.within`."""
+
+    table: PatternTable
+
+    def __call__(
+        self, mm: MatrixModel, time_limit: float | None
+    ) -> tuple[float | None, list[np.ndarray]]:
+        return self.table.solve(mm.cost, mm.col_upper, keep=PATTERNS_PER_PRICING)
+
+
 def _by_enumeration(data: Mapping[str, Any], s: int) -> PricingSolve:
     """:class:`PatternTable` (exact, no time limit needed: milliseconds), or the MIP where
     the class's table would be too long."""
     table = PatternTable.build(data, s)
     if table is None:
         return _pricing_solve
-
-    def solve(mm: MatrixModel, time_limit: float | None) -> tuple[float | None, list[np.ndarray]]:
-        return table.solve(mm.cost, mm.col_upper, keep=PATTERNS_PER_PRICING)
-
-    return solve
+    return TableSolve(table)
 
 
 #: How column generation prices a server class, by name.

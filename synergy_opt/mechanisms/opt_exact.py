@@ -11,7 +11,9 @@ fractionally on several servers without paying the penalty): there branch-and-pr
 server patterns (:mod:`~synergy_opt.formulations.branch_price`: column generation's bound,
 branching on the spread decisions) runs first, for at most :data:`BOUND_SHARE` of the time
 left; if it has not proven its answer by then, the counting model runs for the rest of the
-time from the best answer so far, and the smaller bound of the two is kept.
+time from the best answer so far, and the smaller bound of the two is kept.  There ``opt``
+gets at most :data:`PATTERN_OPT_CAP_S` first, so that a longer limit starts the search as a
+10-s one does, and its full share only after an unproven search (then a second search).
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -23,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from synergy_opt.check import check_allocation
 from synergy_opt.deadline import warm_up
@@ -58,10 +60,21 @@ OPT_SHARE: float = 1 / 4
 #: is what finds the optimum within 2.5 s (not within 1 s), so the search has to dive
 #: for it and seed 5 is proven in 2.6-3.4 s instead of 1.6-2.7 s.
 PATTERN_OPT_SHARE: float = 1 / 10
+#: ... and at most this many seconds there, whatever the limit: ``opt``'s answer seeds the
+#: search's pattern pool, so with a share alone a longer limit starts the search from
+#: another pool and other duals (split-penalty 128 seed 2: proven at 10 s with ``opt`` at
+#: 1 s, not at 60 s with ``opt`` at 6 s, whose root dive leaf's reach MIP did not finish).
+#: Capped, every limit of at least 10 s starts the search as the 10-s run does.
+PATTERN_OPT_CAP_S: float = 1.0
 #: Branch-and-price's cap, as a share of the time left after TUNE and ``opt`` (it stops
 #: earlier once proven, or when a leaf stalls).  The counting model keeps the rest: on
 #: rounds whose leaves stay loose its own branching sometimes closes a 128-GPU round late.
 BOUND_SHARE: float = 0.85
+#: Where the cap held ``opt`` back and the first search (a 10-s run's) did not prove its
+#: answer, ``opt`` runs again with its full share and a second search with the rest, from
+#: both answers, when at least this share of the time after TUNE and the first ``opt`` is
+#: still left (split-penalty 128 seed 4 at 60 s: proven 58.467 from ``opt``'s 58.2069).
+RETRY_SHARE: float = 0.5
 
 
 @register("opt-exact", keeps_fair_share=True, exact=True, uses_solver=True, doc="proven optimum")
@@ -84,9 +97,9 @@ class OptExact:
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
         staged = patterns_apply(inst, runnable)
-        share = PATTERN_OPT_SHARE if staged else OPT_SHARE
+        opt_s = min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S) if staged else limit * OPT_SHARE
         heuristic = make_mechanism(
-            "opt", dataclasses.replace(self.options, time_limit_s=limit * share)
+            "opt", dataclasses.replace(self.options, time_limit_s=opt_s)
         ).allocate(inst)
         ids = {j.id for j in runnable}
         starts = [
@@ -97,7 +110,21 @@ class OptExact:
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
         if staged:
-            res = _pattern_stage(inst, runnable, starts, left, self.options)
+            retry = None
+            if limit * PATTERN_OPT_SHARE > opt_s:  # the cap held opt back: its full share later
+                retry_opt = dataclasses.replace(
+                    self.options, time_limit_s=limit * PATTERN_OPT_SHARE
+                )
+
+                def retry() -> Allocation:
+                    return make_mechanism("opt", retry_opt).allocate(inst)
+
+            # the first search gets what it gets at the limit where the cap begins to bind
+            spent = time.perf_counter() - t0
+            first_left = max(min(limit, PATTERN_OPT_CAP_S / PATTERN_OPT_SHARE) - spent, 1e-3)
+            res = _pattern_stage(
+                inst, runnable, starts, left, self.options, retry, min(first_left, left)
+            )
         if res is None:
             res = solve_counting(
                 inst,
@@ -168,22 +195,71 @@ def _pattern_stage(
     starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
     left: float,
     options: MechanismOptions,
+    retry: Callable[[], Allocation] | None = None,
+    first_left: float | None = None,
 ) -> CountingResult | None:
     """Branch-and-price, then (unless it proved its answer) the counting model for the rest
     of the time from the best answer so far: the better answer with the smaller bound.
-    None where branch-and-price does not apply (the counting model alone then)."""
+    None where branch-and-price does not apply (the counting model alone then).
+
+    The first search gets ``first_left`` (default ``left``): where ``retry`` is given, what
+    it gets at the limit where ``opt``'s cap begins to bind, so that it is that run's search.
+    ``retry`` (``opt`` with the share its cap held back), where given and that search did not
+    prove its answer with at least :data:`RETRY_SHARE` of ``left`` still to go, runs next, and
+    a second search from the top runs with both answers among its starts (opt's incumbent,
+    where better, prunes and tightens the reduced-cost fixing); its bound is valid too."""
     t0 = time.perf_counter()
+    first_left = left if first_left is None else first_left
+    first = _search(inst, runnable, starts, first_left * BOUND_SHARE, options)
+    if first is None:
+        return None
+    if (
+        retry is not None
+        and not first.proven
+        and left - (time.perf_counter() - t0) > left * RETRY_SHARE
+    ):
+        more_opt = retry()
+        if {ja.id for ja in more_opt.jobs} == {j.id for j in runnable}:
+            starts = [{ja.id: ja.placement for ja in more_opt.jobs}, *starts]
+        rest = left - (time.perf_counter() - t0)
+        second = _search(inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options)
+        log.info("opt-exact: second search after opt's %.6g: %s", more_opt.total_throughput, second)
+        first = _merge(first, second)
+    left -= time.perf_counter() - t0
+    if first.proven or left <= 0.1:
+        return first
+    warm = [p for p in (first.placements, *starts) if p]
+    more = solve_counting(
+        inst,
+        runnable,
+        solver=options.solver,
+        time_limit=left,
+        threads=options.threads,
+        warm_start=warm,
+    )
+    return _merge(first, more)
+
+
+def _search(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    time_limit: float,
+    options: MechanismOptions,
+) -> CountingResult | None:
+    """One branch-and-price search as a :class:`CountingResult` (None where it does not
+    apply)."""
     found = branch_and_price(
         inst,
         runnable,
-        time_limit=left * BOUND_SHARE,
-        warm_start=starts,
+        time_limit=time_limit,
+        warm_start=[p for p in starts if p],
         solver=options.solver,
         threads=options.threads,
     )
     if found is None:
         return None
-    first = CountingResult(
+    return CountingResult(
         TerminationStatus.OPTIMAL if found.proven else TerminationStatus.TIME_LIMIT,
         found.objective if found.placements else None,
         found.bound,
@@ -195,19 +271,6 @@ def _pattern_stage(
         0,
         found.placements,
     )
-    left -= time.perf_counter() - t0
-    if first.proven or left <= 0.1:
-        return first
-    warm = [p for p in (found.placements, *starts) if p]
-    more = solve_counting(
-        inst,
-        runnable,
-        solver=options.solver,
-        time_limit=left,
-        threads=options.threads,
-        warm_start=warm,
-    )
-    return _merge(first, more)
 
 
 def _merge(first: CountingResult, second: CountingResult | None) -> CountingResult:
