@@ -207,6 +207,37 @@ def test_time_limit_fallback_to_tune(monkeypatch: pytest.MonkeyPatch, caplog: An
     assert allocation_to_dict(alloc)["notes"] == list(alloc.notes)
 
 
+@pytest.mark.parametrize("family", ["split-penalty", "multi-gpu"])
+def test_a_solve_cut_by_the_time_limit_is_noted(
+    family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A solve that stops at the time limit makes the answer depend on the machine's speed:
+    the answer says so (FORMATS.md section 1).  A limit that never binds leaves the bytes of
+    the run without a limit, note-free."""
+    from synergy_opt.generate import family_round
+
+    inst = family_round(family, 32, 0)
+    free = allocation_to_dict(run("opt", inst))
+    loose = allocation_to_dict(run("opt", inst, time_limit_s=600.0))
+    for d in (free, loose):
+        d.pop("solve_seconds")
+    assert "notes" not in free and loose == free
+    real = opt_mod.context.solve_matrix
+
+    def cut(mm: Any, backend: str, **kw: Any) -> SolveResult:
+        res = real(mm, backend, **kw)  # the same answer, reported as stopped by the clock
+        limited = kw.get("time_limit") is not None
+        return dataclasses.replace(res, status=TerminationStatus.TIME_LIMIT) if limited else res
+
+    monkeypatch.setattr(opt_mod.context, "solve_matrix", cut)
+    alloc = run("opt", inst, time_limit_s=600.0)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+    noted = [n for n in alloc.notes if n.startswith("time limit reached in ")]
+    assert len(noted) == 1 and "machine's speed" in noted[0], alloc.notes
+    assert "placement_fast" in noted[0]  # the model names say which solves were cut
+
+
 def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: Any, **__: Any) -> Any:
         raise opt_mod.RoundingError("no whole-GPU placement for job x")

@@ -20,7 +20,7 @@ from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import TuneRound
-from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, solve_matrix
+from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Allocation, Job, RoundInstance
 
 if TYPE_CHECKING:
@@ -92,6 +92,10 @@ class RoundContext:
     #: re-decided): the search runs from several starts, which often lead to the same
     #: plans, and a try is deterministic in them.
     gathers_tried: set[object] = field(default_factory=set, compare=False, repr=False)
+    #: Models whose solve stopped at the round's time limit: the answer then depends on the
+    #: machine's speed, which the answer's notes say (without a limit every stop is a node
+    #: limit, and the same inputs give the same bytes).
+    time_stops: list[str] = field(default_factory=list, compare=False, repr=False)
     #: Most GPUs one allowed server has, per GPU-type restriction (``must_spread`` asks for
     #: every job, often per route and per job: a scan of all servers each time was 0.5 ms
     #: of a 512-GPU round's placement-LP route alone).
@@ -115,7 +119,7 @@ class RoundContext:
         on HiGHS after :data:`OPT_HIGHS_OPTIONS`)."""
         options = {**OPT_HIGHS_OPTIONS, **(highs_options or {})}
         left = self.clock.left()
-        return solve_matrix(
+        res = solve_matrix(
             mm,
             self.options.solver,
             time_limit=None if left is None else left * time_share,
@@ -126,6 +130,9 @@ class RoundContext:
             start=start,
             highs_options=options,
         )
+        if left is not None and res.status is TerminationStatus.TIME_LIMIT:
+            self.time_stops.append(mm.name)
+        return res
 
     @property
     def tune(self) -> Allocation:

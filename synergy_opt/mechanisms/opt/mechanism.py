@@ -224,6 +224,16 @@ def _better_of(
     )
 
 
+def _time_note(stops: Sequence[str]) -> str:
+    """The note of an answer some of whose solves stopped at the time limit (FORMATS.md
+    section 2: such an answer may differ between runs and machines)."""
+    names = ", ".join(sorted(set(stops)))
+    return (
+        f"time limit reached in {len(stops)} solve(s) ({names}): the answer depends on "
+        "the machine's speed (without a time limit it is reproducible)"
+    )
+
+
 def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
     """Refuse a route's plan that spreads more jobs than the round's cap."""
     spread = sum(1 for parts in plan.values() if len(parts) > 1)
@@ -420,7 +430,10 @@ class Opt:
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
-        return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        out = _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        if ctx.time_stops:  # also where TUNE won: that too was decided against the clock
+            out = dataclasses.replace(out, notes=(*out.notes, _time_note(ctx.time_stops)))
+        return out
 
     def _split_floor_bound(
         self, inst: RoundInstance, runnable: Sequence[Job], upper: float, clock: Clock
