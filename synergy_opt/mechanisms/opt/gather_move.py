@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from synergy_opt.mechanisms.opt.configure import reoptimise
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
-from synergy_opt.mechanisms.opt.neighbourhood import State, solve_hood, total_of
+from synergy_opt.mechanisms.opt.neighbourhood import State, server_loads, solve_hood, total_of
 from synergy_opt.types import Job
 
 log = logging.getLogger(__name__)
@@ -128,28 +128,12 @@ def gather_move(ctx: RoundContext, state: State, target: float) -> State:
     return state
 
 
-def _loads(ctx: RoundContext, state: State) -> tuple[list[float], list[float], list[int]]:
-    """Per server: cores and memory in use (at the current points) and free GPUs."""
-    servers = ctx.inst.cluster.servers
-    used_c = [0.0] * len(servers)
-    used_m = [0.0] * len(servers)
-    free = [srv.gpus for srv in servers]
-    for jid, parts in state.plan.items():
-        g = sum(k for _, k in parts)
-        c, m, _ = state.points[jid]
-        for s, k in parts:
-            used_c[s] += c * k / g
-            used_m[s] += m * k / g
-            free[s] -= k
-    return used_c, used_m, free
-
-
 def _gather_plans(ctx: RoundContext, state: State, job: Job) -> list[GpuPlan]:
     """Plans with ``job`` whole on one server where it could beat its spread value, best
     ranked first (by the cores and memory left there for it, as fractions of the server's,
     then the server's index)."""
     servers = ctx.inst.cluster.servers
-    used_c, used_m, free = _loads(ctx, state)
+    used_c, used_m, free = server_loads(ctx, state)
     c, m, _ = state.points[job.id]
     own = dict(state.plan[job.id])
     for s, k in own.items():  # the job's own GPUs, cores and memory are freed

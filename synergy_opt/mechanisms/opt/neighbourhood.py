@@ -119,6 +119,23 @@ def total_of(ctx: RoundContext, plan: GpuPlan, points: dict[str, Point]) -> floa
     )
 
 
+def server_loads(ctx: RoundContext, state: State) -> tuple[list[float], list[float], list[int]]:
+    """Per server: cores and memory in use at ``state``'s points (a spread job's split by
+    its GPUs) and free GPUs; the moves and the neighbourhoods rank servers by these."""
+    servers = ctx.inst.cluster.servers
+    used_c = [0.0] * len(servers)
+    used_m = [0.0] * len(servers)
+    free = [srv.gpus for srv in servers]
+    for jid, parts in state.plan.items():
+        g = sum(k for _, k in parts)
+        c, m, _ = state.points[jid]
+        for s, k in parts:
+            used_c[s] += c * k / g
+            used_m[s] += m * k / g
+            free[s] -= k
+    return used_c, used_m, free
+
+
 def improve(ctx: RoundContext, state: State, target: float) -> State:
     """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc),
     stopping once its total reaches ``target``."""
@@ -167,15 +184,12 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
     with those that have the most cores and memory to spare."""
     servers = ctx.inst.cluster.servers
     loss = [0.0] * len(servers)
-    used_c = [0.0] * len(servers)
-    used_m = [0.0] * len(servers)
     for jid, parts in state.plan.items():
         g = sum(k for _, k in parts)
-        c, m, w = state.points[jid]
+        w = state.points[jid][2]
         for s, k in parts:
             loss[s] += (ctx.points[jid][2] - w) * k / g if jid in ctx.points else 0.0
-            used_c[s] += c * k / g
-            used_m[s] += m * k / g
+    used_c, used_m, _ = server_loads(ctx, state)
     spare = [
         (srv.cpus - used_c[s]) / max(srv.cpus, 1) + (srv.mem_gb - used_m[s]) / max(srv.mem_gb, 1e-9)
         for s, srv in enumerate(servers)

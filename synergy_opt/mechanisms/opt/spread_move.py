@@ -22,7 +22,7 @@ import logging
 
 from synergy_opt.mechanisms.opt.configure import reoptimise
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
-from synergy_opt.mechanisms.opt.neighbourhood import State, total_of
+from synergy_opt.mechanisms.opt.neighbourhood import State, server_loads, total_of
 from synergy_opt.types import Job
 
 log = logging.getLogger(__name__)
@@ -95,16 +95,7 @@ def spread_move(ctx: RoundContext, state: State, target: float) -> State:
 def _spare(ctx: RoundContext, state: State) -> tuple[list[float], list[float], list[int]]:
     """Per server: spare cores and memory (fractions of capacity) and free GPUs."""
     servers = ctx.inst.cluster.servers
-    used_c = [0.0] * len(servers)
-    used_m = [0.0] * len(servers)
-    free = [srv.gpus for srv in servers]
-    for jid, parts in state.plan.items():
-        g = sum(k for _, k in parts)
-        c, m, _ = state.points[jid]
-        for s, k in parts:
-            used_c[s] += c * k / g
-            used_m[s] += m * k / g
-            free[s] -= k
+    used_c, used_m, free = server_loads(ctx, state)
     spare_c = [(srv.cpus - used_c[s]) / max(srv.cpus, 1) for s, srv in enumerate(servers)]
     spare_m = [(srv.mem_gb - used_m[s]) / max(srv.mem_gb, 1e-9) for s, srv in enumerate(servers)]
     return spare_c, spare_m, free
