@@ -193,6 +193,17 @@ class PatternTable:
         """How many whole-job contents the table lists."""
         return len(self.gpus)
 
+    def _whole_values(self, cost: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """Each listed set of whole jobs' summed cost (in listing order), -inf where an
+        upper bound of 0 leaves one of its columns out."""
+        nx = self.nx
+        wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
+        wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
+        listed = np.zeros(len(self.parent))
+        for rows in self.levels:
+            listed[rows] = listed[self.parent[rows]] + wx[self.item[rows]]
+        return listed[self.order]
+
     def solve(
         self, cost: np.ndarray, upper: np.ndarray, *, keep: int = 8
     ) -> tuple[float | None, list[np.ndarray]]:
@@ -202,13 +213,7 @@ class PatternTable:
 
         An upper bound of 0 on an x column leaves that column out; on a slot's u (or a)
         the slot; other bounds on a part tighten its a, cp, mp."""
-        nx = self.nx
-        wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
-        wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
-        listed = np.zeros(len(self.parent))
-        for rows in self.levels:
-            listed[rows] = listed[self.parent[rows]] + wx[self.item[rows]]
-        w = listed[self.order]
+        w = self._whole_values(cost, upper)
         rec = _records(w, self.seg)
         if rec.size == 0:
             return None, []
@@ -285,13 +290,7 @@ class PatternTable:
         value, every server of that allocation holds at most these copies.  Unlike
         :meth:`solve` this looks at every row, not only the records: a row another row
         beats at these costs may still be in an integer allocation."""
-        nx = self.nx
-        wx = np.append(np.asarray(cost[:nx], dtype=np.float64), 0.0)
-        wx[:nx][np.asarray(upper[:nx]) < 0.5] = -math.inf
-        listed = np.zeros(len(self.parent))
-        for rows in self.levels:
-            listed[rows] = listed[self.parent[rows]] + wx[self.item[rows]]
-        w = listed[self.order]
+        w = self._whole_values(cost, upper)
         parts, sets, inside, compat, fa, fc = self._call(cost, upper)
         left = np.maximum(self.M - self.mem, 0.0)
         best = np.full(len(w), -math.inf)
@@ -300,12 +299,12 @@ class PatternTable:
             vals = vals + _fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
             best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
         top = float(best.max(initial=-math.inf))
-        caps = np.zeros(nx, dtype=np.int64)
+        caps = np.zeros(self.nx, dtype=np.int64)
         if not math.isfinite(top):
             return None, caps
         rows = self.idx[best > top - delta]
         for j in np.unique(rows):
-            if j < nx:
+            if j < self.nx:
                 caps[j] = int((rows == j).sum(axis=1).max())
         return top, caps
 
