@@ -266,3 +266,73 @@ def test_tune_forced_split_keeps_its_best_point_at_the_penalised_floor() -> None
     assert got["big"].fair_share_throughput == pytest.approx(2.25, abs=ABS_TOL)  # before 0.8
     assert got["big"].throughput == pytest.approx(0.8 * 2.321, abs=ABS_TOL)
     assert len(got["big"].placement) == 2
+
+
+#: Untyped server shapes whose GPU-proportional shares pull apart (few cores and much memory
+#: per GPU against many cores and little): a job spread over both has a floor neither pure
+#: share reaches, the case the strictest single-server floor misses.
+SKEWED_SHAPES: tuple[tuple[int, int, float], ...] = (
+    (4, 4, 500.0),
+    (4, 24, 200.0),
+    (8, 8, 500.0),
+    (8, 48, 200.0),
+)
+
+
+@st.composite
+def skewed_instances(draw: st.DrawFn) -> RoundInstance:
+    """2-5 servers of skewed shapes; 1-8-GPU jobs from the shipped profiles, some of them
+    larger than every server, with split penalties."""
+    shapes = draw(st.lists(st.sampled_from(SKEWED_SHAPES), min_size=2, max_size=5))
+    cluster = Cluster(tuple(Server(f"n{i}", g, c, m) for i, (g, c, m) in enumerate(shapes)))
+    lib = shipped_profiles()
+    jobs = []
+    for k in range(draw(st.integers(1, 6))):
+        g = draw(st.sampled_from([x for x in (1, 2, 3, 6, 8) if x <= cluster.total_gpus]))
+        prof = lib.get(draw(st.sampled_from(lib.names())))
+        penalty = draw(st.sampled_from([1.0, 0.9, 0.61]))
+        jobs.append(Job(f"j{k}", g, prof.matrix(g), prof.name, prof.category, penalty))
+    return RoundInstance("skewed", cluster, tuple(jobs))
+
+
+@pytest.mark.parametrize("name", [n for n in FAIR_SHARE_MECHANISMS if n != "proportional"])
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(inst=skewed_instances())
+def test_fair_share_kept_when_a_spread_mixes_server_shapes(name: str, inst: RoundInstance) -> None:
+    """Under the per-server rule a job spread over a core-poor and a memory-poor server has
+    its floor at the two shares summed.  TUNE shrinks demands to the strictest *single*
+    server's floor, so each placement is vetted against its own servers' floor, the
+    step that reverts residents for room included (it was not: a 6-GPU job over 4-core and
+    24-core 4-GPU servers got 6 cores and 375 GB, 0.2257 against its floor 0.4392)."""
+    alloc = make_mechanism(name).allocate(inst)
+    violations = check_allocation(inst, alloc, fair_share=True)
+    assert violations == [], "\n".join(map(str, violations))
+
+
+def test_tune_reclaim_step_keeps_a_mixed_spread_floor() -> None:
+    """The round the fuzzing found (two 6-GPU jobs, three 4-GPU 4-core 500-GB servers and
+    two 4-GPU 24-core 200-GB ones): every TUNE keeps both jobs' floors."""
+    from synergy_opt.generate import GenerateSpec, generate_instance
+
+    spec = GenerateSpec(
+        servers=4,
+        gpus_per_server=4,
+        cpus_per_server=16,
+        mem_per_server_gb=50.0,
+        gpu_load=0.5,
+        gpu_mix=((1, 0.3), (3, 0.3), (6, 0.4)),
+        seed=906,
+        server_shapes=((3, 4, 4, 500.0), (2, 4, 24, 200.0)),
+        split_penalty=(0.5, 0.95),
+        fair_share_rule="server",
+    )
+    inst = generate_instance(spec)
+    for name in ("tune", "tune-sorted", "tune-typed"):
+        alloc = make_mechanism(name).allocate(inst)
+        assert check_allocation(inst, alloc, fair_share=True) == [], name
+        assert {ja.id for ja in alloc.jobs} == {"j0", "j1"}, name
+    # TUNE places j0 first (priority order), on the core-poor servers; j1 is left the mixed
+    # pair and is given its servers' shares: s2's 4 GPUs' and s3's 2 GPUs'.
+    j1 = next(ja for ja in make_mechanism("tune").allocate(inst).jobs if ja.id == "j1")
+    assert [(p.server, p.gpus) for p in j1.placement] == [("s2", 4), ("s3", 2)]
+    assert (j1.cpus, j1.mem_gb) == (16, 600.0)

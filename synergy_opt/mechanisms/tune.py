@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from synergy_opt.check import forced_split_factor
@@ -332,15 +332,19 @@ class Tune:
         cons = [v.gpus <= state.max_server_gpus(v) for v in views]
         checked = inst.per_server_shares
 
-        def kept(v: Job, parts: list[Part] | None, cpus: int, mem: float) -> list[Part] | None:
-            """Per-server rule: the placement if it keeps its servers' floor, else undone."""
-            if parts is None or not checked:
-                return parts
+        def keeps(v: Job, parts: list[Part], cpus: int, mem: float) -> bool:
+            """Per-server rule: whether the placement keeps its servers' own floor."""
+            if not checked:
+                return True
             w = v.sensitivity.lookup(cpus, mem) * (v.split_penalty if len(parts) > 1 else 1.0)
             need = _floor_on(inst, mats, parts)
             if len(parts) > 1:  # a forced spread: the baseline pays the penalty too
                 need *= forced_split_factor(inst, v)
-            if w >= need - THROUGHPUT_EPS:
+            return w >= need - THROUGHPUT_EPS
+
+        def kept(v: Job, parts: list[Part] | None, cpus: int, mem: float) -> list[Part] | None:
+            """The placement if it keeps its servers' floor, else undone."""
+            if parts is None or keeps(v, parts, cpus, mem):
                 return parts
             for i, g, c, m in parts:
                 state.give(i, g, c, m)
@@ -376,7 +380,15 @@ class Tune:
         for k in order:
             v, (cpus, mem) = views[k], want[k]
             parts = self._reclaim_and_place(
-                inst, state, residents, v, cpus, mem, cons[k], floors[k]
+                inst,
+                state,
+                residents,
+                v,
+                cpus,
+                mem,
+                cons[k],
+                floors[k],
+                lambda parts, v=v, cpus=cpus, mem=mem: keeps(v, parts, cpus, mem),
             )
             if parts is not None:
                 return v, cpus, mem, parts, cons[k]
@@ -508,11 +520,18 @@ class Tune:
         mem: float,
         consolidable: bool,
         fair_tp: float,
+        keeps: Callable[[list[Part]], bool] | None = None,
     ) -> list[Part] | None:
+        """Place ``job`` at (``cpus``, ``mem``), reverting residents for room: on one server
+        if it fits there, else spread.  ``keeps`` (per-server rule) vets the parts before
+        any resident is reverted: a spread over servers of several shapes has a floor of
+        its own, which the demand, shrunk to the strictest single server's, can miss."""
         g = job.gpus
         if consolidable:
             for i in state.gpu_candidates(job, g):
                 rc, rm = self._reclaimable(inst, residents[i], i)
+                if keeps is not None and not keeps([(i, g, cpus, mem)]):
+                    continue
                 if state.free_cpus[i] + rc >= cpus and state.free_mem[i] + rm >= mem - MEM_EPS_GB:
                     if self._make_room(inst, state, residents[i], i, g, cpus, mem):
                         state.take(i, g, cpus, mem)
@@ -523,6 +542,8 @@ class Tune:
         if plan is None or (consolidable and len(plan) == 1):
             return None
         parts = spread_parts(state, plan, cpus, mem)
+        if keeps is not None and not keeps(parts):
+            return None
         for i, k, c, m in parts:
             if not self._make_room(inst, state, residents[i], i, k, c, m):
                 return None
