@@ -212,8 +212,8 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
     family: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A solve that stops at the time limit makes the answer depend on the machine's speed:
-    the answer says so (FORMATS.md section 1).  A limit that never binds leaves the bytes of
-    the run without a limit, note-free."""
+    the answer says so (docs/formats.md, general rules).  A limit that never binds leaves
+    the bytes of the run without a limit, note-free."""
     from synergy_opt.generate import family_round
 
     inst = family_round(family, 32, 0)

@@ -225,8 +225,8 @@ def _better_of(
 
 
 def _time_note(stops: Sequence[str]) -> str:
-    """The note of an answer some of whose solves stopped at the time limit (FORMATS.md
-    section 2: such an answer may differ between runs and machines)."""
+    """The note of an answer some of whose solves stopped at the time limit (docs/formats.md,
+    general rules: such an answer may differ between runs and machines)."""
     names = ", ".join(sorted(set(stops)))
     return (
         f"time limit reached in {len(stops)} solve(s) ({names}): the answer depends on "
