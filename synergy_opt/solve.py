@@ -368,6 +368,35 @@ def _ortools_matrix(
 # --------------------------------------------------------------------------- public API
 
 
+def _finite(mm: MatrixModel, res: SolveResult) -> SolveResult:
+    """``res``, or an error result where the solver handed back non-finite numbers.
+
+    HiGHS 1.16 has reported "optimal" with NaN in two of 132 columns and a NaN objective
+    (``opt``'s neighbourhood MIP on a generated 6-20-server round, bench/fuzz_rounds.py):
+    such a point is no solution and its bound is not to be trusted, so callers see a
+    solve that ended in error and take their fallback."""
+    bad_x = res.x is not None and not bool(np.isfinite(res.x).all())
+    bad_obj = res.objective is not None and not math.isfinite(res.objective)
+    if not (bad_x or bad_obj):
+        return res
+    log.warning(
+        "%s %s: %s with a non-finite solution (objective %s); treated as an error",
+        mm.name,
+        res.solver,
+        res.status,
+        res.objective,
+    )
+    return SolveResult(
+        TerminationStatus.ERROR,
+        None,
+        None,
+        None,
+        res.runtime_s,
+        res.solver,
+        message=f"non-finite solution ({res.message or res.status})",
+    )
+
+
 def solve_matrix(
     mm: MatrixModel,
     backend: str = "highs",
@@ -406,6 +435,7 @@ def solve_matrix(
         )
     else:
         res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
+    res = _finite(mm, res)
     log.debug(
         "%s %s: %s obj=%s bound=%s in %.3fs",
         mm.name,

@@ -238,6 +238,55 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
     assert "placement_fast" in noted[0]  # the model names say which solves were cut
 
 
+def test_a_non_finite_solution_is_an_error(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
+    """HiGHS once reported "optimal" with NaN in two columns (below): the adapter turns such
+    a result into an error without a point or a bound, so no caller rounds a NaN."""
+    import numpy as np
+
+    from synergy_opt import solve as solve_mod
+    from synergy_opt.matrix import matrix_model
+
+    def nan_optimal(mm: Any, *args: Any) -> SolveResult:
+        x = np.full(mm.num_cols, np.nan)
+        return SolveResult(TerminationStatus.OPTIMAL, float("nan"), 7.6, 0.0, 0.1, "highs", x=x)
+
+    monkeypatch.setattr(solve_mod, "_highs_matrix", nan_optimal)
+    mm = matrix_model(
+        [[(0, 1.0)]], [1.0], [2.0], [True], [-np.inf], [1.0], ["r"], maximize=True, name="one"
+    )
+    with caplog.at_level(logging.WARNING, logger="synergy_opt.solve"):
+        res = solve_mod.solve_matrix(mm, "highs")
+    assert res.status is TerminationStatus.ERROR and res.x is None
+    assert res.objective is None and res.dual_bound is None and not res.has_solution
+    assert "non-finite" in caplog.text
+
+
+def test_the_round_whose_neighbourhood_mip_came_back_nan() -> None:
+    """bench/fuzz_rounds.py seed 111 at 6-20 servers: ``opt``'s neighbourhood MIP came back
+    "optimal" with NaN columns and ``opt`` raised (ValueError) instead of answering."""
+    inst = load_instance(Path(__file__).parent / "data" / "fuzz" / "nan-neighbourhood.json")
+    alloc = run("opt", inst, max_fragmented=3)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.fragmented_jobs <= 3
+    assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
+
+
+def test_the_fragmentation_cap_holds_when_opt_falls_back() -> None:
+    """bench/fuzz_rounds.py (seed 1691 at 1-6 servers): a typed round of four 8-GPU servers
+    whose eight runnable jobs (29 GPUs) need one spread; with ``--max-fragmented 0`` every
+    route failed the cap and the fallback answered with the spread.  The cap holds now: the
+    spread job waits, and the notes say so and drop the runnable set's bound."""
+    inst = load_instance(Path(__file__).parent / "data" / "fuzz" / "cap-fallback.json")
+    free = run("opt", inst)
+    assert free.fragmented_jobs >= 1 and not any("--max-fragmented" in n for n in free.notes)
+    capped = run("opt", inst, max_fragmented=0)
+    assert capped.fragmented_jobs == 0
+    assert check_allocation(inst, capped, fair_share=True) == []
+    assert any(n.startswith("--max-fragmented 0: left ") for n in capped.notes), capped.notes
+    assert capped.upper_bound is None
+    assert len(capped.jobs) == len(free.jobs) - 1  # one job waits, not more
+
+
 def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: Any, **__: Any) -> Any:
         raise opt_mod.RoundingError("no whole-GPU placement for job x")
