@@ -46,7 +46,7 @@ from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
-from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.mechanisms.packing import max_single_server_gpus, select_runnable
 from synergy_opt.mechanisms.tune import Tune, TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
@@ -234,6 +234,43 @@ def _time_note(stops: Sequence[str]) -> str:
     )
 
 
+def _capped(inst: RoundInstance, out: Allocation, cap: int) -> Allocation:
+    """``out`` within ``--max-fragmented`` ``cap``: the user's cap is a constraint, kept
+    "at a known cost" even where every route failed it and the answer is a fallback
+    (TUNE's, or ``tune-typed``'s on typed rounds, which spread as they need).  Spread jobs
+    beyond the cap, least important first, are left waiting; jobs larger than every server
+    they may use are not counted (they cannot run otherwise).  Found by
+    bench/fuzz_rounds.py: a typed 4-server round whose eight runnable jobs need one spread,
+    ``--max-fragmented 0``, answered with that spread and no note."""
+    servers = inst.cluster.servers
+    jobs = {j.id: j for j in inst.jobs}
+    spread = [
+        ja
+        for ja in out.jobs
+        if len(ja.placement) > 1
+        and jobs[ja.id].gpus <= max_single_server_gpus(servers, jobs[ja.id])
+    ]
+    if len(spread) <= cap:
+        return out
+    order = {j.id: i for i, j in enumerate(inst.jobs)}
+    dropped = [ja.id for ja in sorted(spread, key=lambda ja: order[ja.id])[cap:]]
+    note = (
+        f"--max-fragmented {cap}: left {', '.join(dropped)} waiting (every plan within the "
+        f"cap failed, and the fallback spread {len(spread)} jobs)"
+    )
+    log.warning("%s on %s: %s", out.mechanism, inst.name, note)
+    keep = {ja.id: ja.placement for ja in out.jobs if ja.id not in set(dropped)}
+    return build_allocation(
+        inst,
+        out.mechanism,
+        keep,
+        solver=out.solver,
+        upper_bound=None,  # a bound covers the runnable set, which this no longer schedules
+        solve_seconds=out.solve_seconds,
+        notes=(*out.notes, note, "no upper bound: only part of the runnable set is scheduled"),
+    )
+
+
 def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
     """Refuse a route's plan that spreads more jobs than the round's cap."""
     spread = sum(1 for parts in plan.values() if len(parts) > 1)
@@ -308,6 +345,8 @@ class Opt:
             sub = dataclasses.replace(self.options, time_limit_s=left)
             out = choose_types(inst, runnable, out, sub, Opt(sub).allocate)
             out = dataclasses.replace(out, solve_seconds=time.perf_counter() - t0)
+        if self.options.max_fragmented is not None:
+            out = _capped(inst, out, self.options.max_fragmented)
         if not out.notes and out.upper_bound is not None:
             self._cache[key] = CachedRound.of(inst, runnable, out)
             while len(self._cache) > ROUND_CACHE_SIZE:
