@@ -14,9 +14,11 @@ rule.  Every mechanism allocates it, and a seed is *bad* when any of these fails
   server, and at most ``--max-fragmented`` K (drawn per seed) beyond jobs that must spread;
 - no fair-share mechanism that schedules the same jobs beats a proven ``opt-exact``.
 
-One line per bad seed, then a summary; exit status 1 if any seed was bad.  This is how
-TUNE's reclaiming step was caught placing a spread over mixed shapes below its floor
-(tests/test_heterogeneous.py), 1 of 1500 seeds.
+One line per bad seed, then a summary; exit status 1 if any seed was bad.  Its first form
+caught TUNE's reclaiming step placing a spread over mixed shapes below its floor (1 of 1500
+seeds, tests/test_heterogeneous.py); this one a HiGHS result with NaN columns that made
+``opt`` raise (1 of 143 rounds at 6-20 servers) and fallbacks that broke ``--max-fragmented``
+(2 of 1591 rounds at 1-6 servers), both fixed (tests/test_opt.py, tests/data/fuzz/).
 """
 
 from __future__ import annotations
