@@ -529,9 +529,9 @@ class Tune:
         g = job.gpus
         if consolidable:
             for i in state.gpu_candidates(job, g):
-                rc, rm = self._reclaimable(inst, residents[i], i)
                 if keeps is not None and not keeps([(i, g, cpus, mem)]):
                     continue
+                rc, rm = self._reclaimable(inst, residents[i], i)
                 if state.free_cpus[i] + rc >= cpus and state.free_mem[i] + rm >= mem - MEM_EPS_GB:
                     if self._make_room(inst, state, residents[i], i, g, cpus, mem):
                         state.take(i, g, cpus, mem)

@@ -254,12 +254,13 @@ def _capped(inst: RoundInstance, out: Allocation, cap: int) -> Allocation:
         return out
     order = {j.id: i for i, j in enumerate(inst.jobs)}
     dropped = [ja.id for ja in sorted(spread, key=lambda ja: order[ja.id])[cap:]]
+    waiting = set(dropped)
     note = (
         f"--max-fragmented {cap}: left {', '.join(dropped)} waiting (every plan within the "
         f"cap failed, and the fallback spread {len(spread)} jobs)"
     )
     log.warning("%s on %s: %s", out.mechanism, inst.name, note)
-    keep = {ja.id: ja.placement for ja in out.jobs if ja.id not in set(dropped)}
+    keep = {ja.id: ja.placement for ja in out.jobs if ja.id not in waiting}
     return build_allocation(
         inst,
         out.mechanism,
