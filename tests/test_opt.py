@@ -238,6 +238,41 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
     assert "placement_fast" in noted[0]  # the model names say which solves were cut
 
 
+def test_the_typed_pass_keeps_the_time_notes() -> None:
+    """On typed rounds the type-choice pass picks among opt's plain answer, opt on the
+    round with types fixed and tune-typed; the notes of a candidate cut by the clock stay
+    on the answer whichever wins (they used to be replaced by the winner's)."""
+    from synergy_opt.generate import GenerateSpec, generate_instance
+    from synergy_opt.mechanisms.opt.context import time_note
+    from synergy_opt.mechanisms.opt.typed import choose_types
+
+    inst = generate_instance(
+        GenerateSpec(
+            servers=4,
+            gpu_load=1.3,
+            gpu_mix=((1, 0.6), (2, 0.2), (4, 0.15), (8, 0.05)),
+            seed=1,
+            gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
+        )
+    )
+    runnable = select_runnable(inst)
+    plain_cut, fixed_cut = time_note(["placement_fast"]), time_note(["counting"])
+
+    def fixed(mod: RoundInstance) -> Allocation:
+        a = run("opt", mod)
+        return dataclasses.replace(a, notes=(*a.notes, fixed_cut))
+
+    weak = dataclasses.replace(run("proportional", inst), mechanism="opt", notes=(plain_cut,))
+    got = choose_types(inst, runnable, weak, MechanismOptions(), fixed)
+    assert got.total_throughput > weak.total_throughput + ABS_TOL  # another candidate won
+    assert got.mechanism == "opt" and check_allocation(inst, got, fair_share=True) == []
+    assert plain_cut in got.notes and fixed_cut in got.notes, got.notes
+    best = run("opt", inst)  # its own typed pass already chose: it wins again
+    got = choose_types(inst, runnable, best, MechanismOptions(), fixed)
+    assert got.total_throughput == best.total_throughput
+    assert got.notes == (*best.notes, fixed_cut)
+
+
 def test_a_non_finite_solution_is_an_error(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
     """HiGHS once reported "optimal" with NaN in two columns (below): the adapter turns such
     a result into an error without a point or a bound, so no caller rounds a NaN."""

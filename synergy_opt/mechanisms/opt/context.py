@@ -8,7 +8,7 @@ what it needs from here and returns a :data:`GpuPlan`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -34,6 +34,26 @@ Point = tuple[int, float, float]  # (cpus, mem_gb, throughput)
 OPT_HIGHS_OPTIONS: Mapping[str, bool | int | float | str] = MappingProxyType(
     {"mip_heuristic_run_feasibility_jump": False}
 )
+#: How every note of an answer decided against the clock begins (docs/formats.md, general
+#: rules): passes that replace an answer's notes carry these over (:func:`time_notes`).
+TIME_NOTE_PREFIX = "time limit reached in "
+
+
+def time_note(stops: Sequence[str]) -> str:
+    """The note of an answer some of whose solves (named by model) stopped at the time
+    limit: such an answer may differ between runs and machines."""
+    names = ", ".join(sorted(set(stops)))
+    return (
+        f"{TIME_NOTE_PREFIX}{len(stops)} solve(s) ({names}): the answer depends on "
+        "the machine's speed (without a time limit it is reproducible)"
+    )
+
+
+def time_notes(notes: Sequence[str]) -> list[str]:
+    """The time-limit notes among ``notes``."""
+    return [n for n in notes if n.startswith(TIME_NOTE_PREFIX)]
+
+
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
 GpuPlan = Mapping[str, tuple[tuple[int, int], ...]]
 

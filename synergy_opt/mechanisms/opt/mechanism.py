@@ -37,6 +37,7 @@ from synergy_opt.mechanisms.opt.context import (
     Point,
     RoundContext,
     RoundingError,
+    time_note,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.gather_move import gather_move
@@ -221,16 +222,6 @@ def _better_of(
         log.warning("%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
         mine, upper_bound=upper, notes=tuple(notes), solve_seconds=time.perf_counter() - t0
-    )
-
-
-def _time_note(stops: Sequence[str]) -> str:
-    """The note of an answer some of whose solves stopped at the time limit (docs/formats.md,
-    general rules: such an answer may differ between runs and machines)."""
-    names = ", ".join(sorted(set(stops)))
-    return (
-        f"time limit reached in {len(stops)} solve(s) ({names}): the answer depends on "
-        "the machine's speed (without a time limit it is reproducible)"
     )
 
 
@@ -463,16 +454,18 @@ class Opt:
         ctx = self._context(inst, runnable, tune, ksm, res, clock)
         mine, errors = self._round(ctx, upper, self._kept(ctx))
         if mine is None:
-            note = f"fell back to tune: {'; '.join(errors)}"
+            notes = [f"fell back to tune: {'; '.join(errors)}"]
+            if ctx.time_stops:  # a route the clock cut may be why every route failed
+                notes.append(time_note(ctx.time_stops))
             return _tune_fallback(
-                inst, tune, self.name, solver, upper, [note], t0, runnable=runnable
+                inst, tune, self.name, solver, upper, notes, t0, runnable=runnable
             )
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
         out = _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
         if ctx.time_stops:  # also where TUNE won: that too was decided against the clock
-            out = dataclasses.replace(out, notes=(*out.notes, _time_note(ctx.time_stops)))
+            out = dataclasses.replace(out, notes=(*out.notes, time_note(ctx.time_stops)))
         return out
 
     def _split_floor_bound(

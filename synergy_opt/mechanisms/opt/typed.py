@@ -26,7 +26,8 @@ from synergy_opt.formulations.typed_fast import (
     gpu_pools,
 )
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism
-from synergy_opt.solve import DEFAULT_REL_GAP, solve_matrix
+from synergy_opt.mechanisms.opt.context import time_note, time_notes
+from synergy_opt.solve import DEFAULT_REL_GAP, TerminationStatus, solve_matrix
 from synergy_opt.types import (
     THROUGHPUT_EPS,
     Allocation,
@@ -121,9 +122,14 @@ def choose_types(
     solve_fixed: Callable[[RoundInstance], Allocation],
 ) -> Allocation:
     """The best checked allocation of: ``out`` (OPT's plain answer), OPT on the round with
-    types fixed by the typed super-machine, and ``tune-typed``; labelled as ``out``."""
+    types fixed by the typed super-machine, and ``tune-typed``; labelled as ``out``.
+
+    Every time-limit note of the candidates (and the typed super-machine's own stop) is
+    kept on the answer whichever wins: the choice among them was made against the clock
+    too, so the answer may differ between runs (docs/formats.md, general rules)."""
     name = out.mechanism
     cands: list[tuple[Allocation, str]] = [(out, "")]
+    clocked = time_notes(out.notes)
     ksm = build_typed_super_machine_fast(inst, runnable)
     res = solve_matrix(
         ksm.matrix,
@@ -132,10 +138,13 @@ def choose_types(
         threads=options.threads,
         rel_gap=DEFAULT_REL_GAP,
     )
+    if res.status is TerminationStatus.TIME_LIMIT:
+        clocked.append(time_note([ksm.matrix.name]))
     if res.x is not None:
         mod = fix_types(inst, ksm, ksm.picks(res.x))
         if mod is not None:
             sub = solve_fixed(mod)
+            clocked += time_notes(sub.notes)
             placements = {ja.id: ja.placement for ja in sub.jobs}
             cands.append((build_allocation(inst, name, placements), ""))
     tt = make_mechanism("tune-typed", options).allocate(inst)
@@ -149,12 +158,14 @@ def choose_types(
             log.info("%s on %s: a typed candidate failed the check (%s)", name, inst.name, bad[0])
             continue
         best, note = alloc, why
+    clocked = [n for n in dict.fromkeys(clocked) if n not in out.notes]
     if best is out:
-        return out
+        return dataclasses.replace(out, notes=(*out.notes, *clocked)) if clocked else out
     # The typed super-machine's dual bound covers the runnable set: claimed only when the
     # answer schedules exactly that set (as for every OPT bound).
     upper = res.dual_bound
     notes = [note] if note else []
+    notes += time_notes(out.notes) + clocked
     if upper is not None and {j.id for j in best.jobs} != {j.id for j in runnable}:
         upper = None
         notes.append("no upper bound: only part of the runnable set is scheduled")
