@@ -184,7 +184,7 @@ def node_master(
     data: Mapping[str, Any],
     patterns: Sequence[Pattern],
     node: Node,
-    fixed: Mapping[Pattern, tuple[int, int]] | None = None,
+    fixed: Mapping[Pattern, tuple[int, float]] | None = None,
     *,
     shapes: tuple[tuple[int, ...], ...] | None = None,
 ) -> tuple[MatrixModel, list[tuple[str, tuple[int, ...]]], list[str]]:
@@ -331,7 +331,7 @@ def solve_node(
     *,
     prune_at: float | None,
     deadline: float,
-    fixed: Mapping[Pattern, tuple[int, int]] | None = None,
+    fixed: Mapping[Pattern, tuple[int, float]] | None = None,
 ) -> _NodeLP | None:
     """Column generation at ``node``; new patterns join ``pool`` (shared by every node).
 
@@ -619,7 +619,7 @@ def _pack_leaf(
     lp: _NodeLP,
     deadline: float,
     solver: str,
-) -> Iterator[dict[str, tuple[PlacementPart, ...]]]:
+) -> Iterator[dict[str, list[PlacementPart]]]:
     """Allocations of a leaf, best effort, from its dive (:func:`_fix_servers`): the
     integral master if the dive gets there, else the leaf MIP with the dive's first
     servers fixed, fewer of them each time (:data:`RESIDUAL_KEEP`), for at most
@@ -937,9 +937,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
         return None
     cm = build_counting_matrix(data)
-    known = [(p, start_from_placements(cm, p)) for p in warm_start]
+    starts = [(p, start_from_placements(cm, p)) for p in warm_start]
     known = sorted(
-        ((p, v) for p, v in known if v is not None), key=lambda pv: -float(cm.matrix.cost @ pv[1])
+        ((p, v) for p, v in starts if v is not None), key=lambda pv: -float(cm.matrix.cost @ pv[1])
     )
     vectors = [v for _, v in known]
     inc = float(cm.matrix.cost @ vectors[0]) if vectors else -math.inf

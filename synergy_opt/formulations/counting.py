@@ -42,7 +42,7 @@ Public API (used by ``opt-exact`` and by ``opt`` for bounds)::
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from synergy_opt.check import fair_share_floor, forced_split_factor
@@ -471,7 +471,7 @@ def _menu(data: Any, k: int, i: int) -> list[tuple[Point, tuple[int, ...]]]:
     return list(zip(pts, pss or [data["slot_servers"][k, i]] * len(pts), strict=True))
 
 
-def variant_parts(data: dict[str, Any]) -> list[tuple[int, tuple[int, ...]]]:
+def variant_parts(data: dict[str, Any]) -> list[tuple[Index, tuple[int, ...]]]:
     """Parts (k, i, s) whose server not every point of the slot may use, each with the
     points p that may: the rows ``cnt_part_in_variant`` (none on untyped rounds)."""
     out = []
@@ -513,7 +513,7 @@ def slot_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
 
 
 def restrict_points(
-    data: dict[str, Any], keep: dict[int, set[tuple[int, float]]]
+    data: Mapping[str, Any], keep: Mapping[int, set[tuple[int, float]]]
 ) -> dict[str, Any]:
     """The same model data with class k limited to the (cores, GB) points in ``keep[k]``.
 

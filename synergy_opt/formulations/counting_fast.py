@@ -169,15 +169,27 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         rows.add(_name("cnt_one_point", (k, i)), used(k, i), -inf, 1.0)
     for k, i in slots:
         terms = [(acol[idx], 1.0) for idx in parts_of[k, i]]
-        terms += used(k, i, lambda p, k=k: -float(g[k]))
+
+        def neg_gpus(p: int, k: int = k) -> float:
+            return -float(g[k])
+
+        terms += used(k, i, neg_gpus)
         rows.add(_name("cnt_spread_gpus", (k, i)), terms, 0.0, 0.0)
     for k, i in slots:
         terms = [(ccol[idx], 1.0) for idx in parts_of[k, i]]
-        terms += used(k, i, lambda p, k=k, i=i: -float(spts[k, i][p][0]))
+
+        def neg_cpus(p: int, k: int = k, i: int = i) -> float:
+            return -float(spts[k, i][p][0])
+
+        terms += used(k, i, neg_cpus)
         rows.add(_name("cnt_spread_cpus", (k, i)), terms, 0.0, 0.0)
     for k, i in slots:
         terms = [(mcol[idx], 1.0) for idx in parts_of[k, i]]
-        terms += used(k, i, lambda p, k=k, i=i: -float(spts[k, i][p][1]))
+
+        def neg_mem(p: int, k: int = k, i: int = i) -> float:
+            return -float(spts[k, i][p][1])
+
+        terms += used(k, i, neg_mem)
         rows.add(_name("cnt_spread_mem", (k, i)), terms, 0.0, 0.0)
     for k, i in slots:
         terms = [(ucol[idx], 1.0) for idx in parts_of[k, i]] + used(k, i, lambda p: -2.0)
@@ -199,14 +211,14 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         terms = [(ucol[idx], 1.0)] + [(ycol[(*idx[:2], p)], -1.0) for p in ok]
         rows.add(_name("cnt_part_in_variant", idx), terms, -inf, 0.0)
     beyond = variant_rows(dict(data))
-    for base, var, coef in (
+    for base, var, vcoef in (
         ("cnt_variant_gpus", acol, lambda k, i, q: float(g[k])),
         ("cnt_variant_cpus", ccol, lambda k, i, q: float(spts[k, i][q][0])),
         ("cnt_variant_mem", mcol, lambda k, i, q: float(spts[k, i][q][1])),
     ):
         for (k, i, j), outside, qs in beyond:
             terms = [(var[k, i, s], 1.0) for s in outside]
-            terms += [(ycol[k, i, q], -coef(k, i, q)) for q in qs]
+            terms += [(ycol[k, i, q], -vcoef(k, i, q)) for q in qs]
             rows.add(_name(base, (k, i, j)), terms, -inf, 0.0)
     for k, i in dict.fromkeys((k, i) for k, i, _ in v_index):
         terms = [(vcol[k, i, j], 1.0) for j in range(len(data["slot_splits"][k, i]))]
@@ -751,7 +763,8 @@ def _super_machine_points(
         return bound, None
     cls = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
     keep: dict[int, set[tuple[int, float]]] = {k: set() for k in data["g"]}
-    for jc, picks in zip(ksm.classes, ksm.picks(sm.x), strict=True):
+    picked: Sequence[Sequence[tuple[Any, ...]]] = ksm.picks(sm.x)
+    for jc, picks in zip(ksm.classes, picked, strict=True):
         for pick in picks:
             c, m, _ = pick[1] if typed else pick[0]  # typed: (type, point, n)
             for job in jc.members:

@@ -126,11 +126,13 @@ def one_role_classes(data: Mapping[str, Any], s: int) -> list[int]:
 
 def pricing_costs(
     data: Mapping[str, Any], s: int, prices: Prices
-) -> tuple[dict[tuple[int, int], float], dict[tuple[str, tuple[int, int]], float]]:
+) -> tuple[dict[tuple[int, ...], float], dict[tuple[str, tuple[int, ...]], float]]:
     """Reduced values of server s's columns: W - pi_k per whole job, -price per part unit."""
     xs, slots = server_columns(data, s)
-    wx = {(k, p): data["x_point"][s, k, p][2] - prices.cover[k] for k, p in xs}
-    wp: dict[tuple[str, tuple[int, int]], float] = {}
+    wx: dict[tuple[int, ...], float] = {
+        (k, p): data["x_point"][s, k, p][2] - prices.cover[k] for k, p in xs
+    }
+    wp: dict[tuple[str, tuple[int, ...]], float] = {}
     for ki in slots:
         wp["a", ki] = -prices.gpus[ki]
         wp["u", ki] = 0.0

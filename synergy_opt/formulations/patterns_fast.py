@@ -378,7 +378,7 @@ def _pattern(
             if name == "x" and round(v) >= 1
         )
     )
-    parts = []
+    parts: list[tuple[Any, int, int, float]] = []  # ki: an "a" column's (k, i)
     for (name, ki), v in sorted(values.items()):
         if name == "a" and round(v) >= 1:
             parts.append(

@@ -235,7 +235,8 @@ class PatternTable:
             + fc[:, 0]
             + _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
         )
-        with_mem = (inside[:, parts.vm > 0] > 0).any(1)
+        # numpy's stubs type ``any`` with an axis as bool-or-array; along axis 1 it is an array
+        with_mem: np.ndarray = (inside[:, parts.vm > 0] > 0).any(1)  # type: ignore[assignment]
         found: list[tuple[float, int, int]] = []  # (value, set, record)
         top = -math.inf
         order = np.argsort(-ub0, kind="stable")

@@ -307,7 +307,9 @@ def build_typed_super_machine_fast(
         first = cl.members[0]
         floor = lowest_fair_share(inst, first)
         for opt in type_options(inst, first):
-            pts = useful_points(opt.matrix, floor, prune=prune and opt.slowest is None)
+            pts: Sequence[tuple[int, float, float]] = useful_points(
+                opt.matrix, floor, prune=prune and opt.slowest is None
+            )
             coefs = [coefficients(opt, first.gpus, c, m, sets) for c, m, _ in pts]
             if prune and opt.slowest is not None:  # dominance among picks with equal rows
                 pts, coefs = _prune_by_rows(pts, coefs)

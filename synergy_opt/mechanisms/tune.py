@@ -206,10 +206,10 @@ class Tune:
             views = views_of.get(job.id) or (job,)
             fair_tp = inst.fair_share_throughput(job)
             if plain and views[0] is job:
-                got = self._place_plain(inst, state, residents, job, best[job.id], fair_tp)
-                if got is None:
+                got_plain = self._place_plain(inst, state, residents, job, best[job.id], fair_tp)
+                if got_plain is None:
                     continue
-                cpus, mem, parts, consolidable = got
+                cpus, mem, parts, consolidable = got_plain
                 spread = len(parts) > 1
                 w_floor = fair_tp / job.split_penalty if (spread and consolidable) else fair_tp
                 rec = _Placed(job, prio[job.id], cpus, mem, list(parts), w_floor)
@@ -379,6 +379,10 @@ class Tune:
                     return v, s.cpus, s.mem_gb, parts, cons[k]
         for k in order:
             v, (cpus, mem) = views[k], want[k]
+
+            def keeps_at(parts: list[Part], v: Job = v, cpus: int = cpus, mem: float = mem) -> bool:
+                return keeps(v, parts, cpus, mem)
+
             parts = self._reclaim_and_place(
                 inst,
                 state,
@@ -388,7 +392,7 @@ class Tune:
                 mem,
                 cons[k],
                 floors[k],
-                lambda parts, v=v, cpus=cpus, mem=mem: keeps(v, parts, cpus, mem),
+                keeps_at,
             )
             if parts is not None:
                 return v, cpus, mem, parts, cons[k]

@@ -63,7 +63,11 @@ class TypeAware:
         for job in runnable:
             c, m = inst.fair_share(job)
             vals = [v.sensitivity.lookup(c, m) for v in views_of[job.id]]
-            ranked[job.id] = sorted(range(len(vals)), key=lambda k, v=vals: (-v[k], k))
+
+            def fastest_first(k: int, v: list[float] = vals) -> tuple[float, int]:
+                return (-v[k], k)
+
+            ranked[job.id] = sorted(range(len(vals)), key=fastest_first)
             gain[job.id] = (max(vals) - min(vals)) / job.gpus
         runnable.sort(key=lambda j: (-gain[j.id], -j.gpus, prio[j.id]))
         state = ClusterState(inst.cluster)

@@ -85,6 +85,7 @@ def take_in_gpu_order(free: _Free, job: Job, cpus: int, mem: float) -> list[Part
     for i, server in enumerate(free.servers):
         if free.gpus[i] == 0 or not job.may_use(server):
             continue
+        fc: float  # free cores, less the (fractional) per-GPU shares taken
         fc, fm, k = free.cpus[i], free.mem[i], 0
         while k < free.gpus[i] and k < left and fc + CPU_EPS >= c1 and fm + MEM_EPS_GB >= m1:
             k += 1

@@ -216,7 +216,11 @@ def validate_spec(spec: SweepSpec) -> None:
         if cell in seen:
             continue
         seen.add(cell)
-        check_cell(cell, lambda name, o=origin: f"{spec.source}: {o(name)}", inputs)
+
+        def blame(name: str, o: Callable[[str], str] = origin) -> str:
+            return f"{spec.source}: {o(name)}"
+
+        check_cell(cell, blame, inputs)
 
 
 def simulate_cell(cell: Cell) -> dict[str, str]:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -225,7 +226,7 @@ def _neighbourhoods(ctx: RoundContext, state: State) -> list[tuple[int, ...]]:
             hoods.append(hood)
     for i in range(LNS_TRIES):
         for size in LNS_SERVERS:
-            pick: list[int] = []
+            pick = []
             for s in (by_loss[i % len(servers)], by_spare[i % len(servers)], *by_loss, *by_spare):
                 if s not in pick:
                     pick.append(s)
@@ -263,8 +264,8 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
         return None
     fixed_parts = {jid: p for jid, p in all_parts.items() if jid not in set(free)}
     index = {srv.name: s for s, srv in enumerate(servers)}
-    for parts in fixed_parts.values():
-        for p in parts:
+    for job_parts in fixed_parts.values():
+        for p in job_parts:
             s = index[p.server]
             if s in inside:
                 cap_g[s] -= p.gpus
@@ -296,7 +297,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
     cost: list[float] = []
     upper: list[float] = []
     integer: list[bool] = []
-    owner: list[tuple[str, int, object]] = []
+    owner: list[tuple[str, int, tuple[int, Any]]] = []  # (kind, class, (slot/server, point/server))
 
     def col(
         entries: list[tuple[int, float]], c: float, ub: float, integral: bool, who: tuple
@@ -388,7 +389,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             prev_used = i
             prev_cols = [
                 ci for ci, o in enumerate(owner) if o[0] == "y" and o[1] == k and o[2][0] == i
-            ]  # type: ignore[index]
+            ]
             for s in allowed:
                 r_lo = row(f"link_lo[{tag},{s}]", -inf, 0.0)
                 r_hi = row(f"link_hi[{tag},{s}]", -inf, 0.0)
@@ -461,13 +462,13 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
         if n <= 0:
             continue
         if kind == "z":
-            s, pt = data  # type: ignore[misc]
+            s, pt = data
             placed[k].extend([(pt[2], pt, ((s, class_list[k][0].gpus),))] * n)
         elif kind == "y":
-            i, pt = data  # type: ignore[misc]
+            i, pt = data
             slot_point[(k, i)] = pt
         elif kind == "a":
-            i, s = data  # type: ignore[misc]
+            i, s = data
             slot_gpus.setdefault((k, i), {})[s] = n
     for (k, i), pt in slot_point.items():
         parts = tuple(sorted((s, a) for s, a in slot_gpus.get((k, i), {}).items() if a > 0))

@@ -119,6 +119,7 @@ def repair(ctx: RoundContext, plan: GpuPlan, points: Mapping[str, Point]) -> Gpu
             best_short, misses = short, 0
         r = 0 if state[0][0] > 0 else 1
         other = 1 - r
+        deficit: float  # _resource's int, less the swaps' (fractional) gains
         deficit, tight, _ = state[r]
         spare = [state[0][2], state[1][2]]
         # Servers outside the tight set, per GPU count, hold the swap partners; parts of

@@ -235,6 +235,7 @@ def _placement_lp(ctx: RoundContext) -> GpuPlan:
             if v - whole > FRACTION_EPS:
                 fracs.append([float(s), v - whole])
         for job in members:  # each left job takes fractions summing to 1, in server order
+            got: dict[int, float]
             need, got = 1.0, {}
             while need > FRACTION_EPS and fracs:
                 s, f = int(fracs[0][0]), fracs[0][1]

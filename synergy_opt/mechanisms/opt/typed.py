@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from synergy_opt.check import check_allocation
 from synergy_opt.errors import ValidationError
@@ -96,7 +97,7 @@ def fix_types(
             j,
             sensitivity=j.matrix_for(chosen[j.id]),
             sensitivity_by_type=None,
-            gpu_types=(chosen[j.id],),
+            gpu_types=(cast(str, chosen[j.id]),),
         )
         for j in inst.jobs
     )
