@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ run: install
 
 test: install
 	$(PY) -m pytest -q
+
+# Style and types (not part of `make test`: the linters' verdicts move with their versions
+# and numpy's stubs; run before committing).
+lint: install
+	$(PY) -m pip install --quiet ruff mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy synergy_opt
 
 bench: install
 	$(PY) bench/run.py
