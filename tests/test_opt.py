@@ -273,6 +273,32 @@ def test_the_typed_pass_keeps_the_time_notes() -> None:
     assert got.notes == (*best.notes, fixed_cut)
 
 
+def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:
+    """On a typed round the plain pass (routes read each job's reference matrix) is one
+    candidate of the type-choice pass: its fallback to TUNE used to be logged as a warning
+    ("rounded solution failed the check") beside an answer that had not fallen back.  Now
+    candidates log at INFO and the kept answer's notes, and only they, are warnings."""
+    from synergy_opt.generate import GenerateSpec, generate_instance
+
+    inst = generate_instance(
+        GenerateSpec(
+            servers=4,
+            gpu_load=1.3,
+            gpu_mix=((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)),
+            seed=3,
+            gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
+            split_penalty=(0.8, 0.95),
+        )
+    )
+    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt"):
+        alloc = run("opt", inst)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("fell back to tune" in m for m in infos)  # the plain pass's, as a candidate
+    assert alloc.notes and warned == [f"opt on {inst.name}: {n}" for n in alloc.notes]
+
+
 def test_a_non_finite_solution_is_an_error(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
     """HiGHS once reported "optimal" with NaN in two columns (below): the adapter turns such
     a result into an error without a point or a bound, so no caller rounds a NaN."""

@@ -144,6 +144,7 @@ def _tune_fallback(
     t0: float,
     *,
     runnable: Sequence[Job] | None = None,
+    level: int = logging.WARNING,
 ) -> Allocation:
     """TUNE's allocation relabelled as ``name``, with the bound and the reasons.
 
@@ -155,7 +156,7 @@ def _tune_fallback(
         tune = tune.allocation()
     upper, notes = _bound_for(inst, tune, upper, notes, runnable=runnable)
     for n in notes:
-        log.warning("%s on %s: %s", name, inst.name, n)
+        log.log(level, "%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
         tune,
         mechanism=name,
@@ -193,6 +194,7 @@ def _better_of(
     *,
     checked: bool = False,
     runnable: Sequence[Job] | None = None,
+    level: int = logging.WARNING,
 ) -> Allocation:
     """Return ``mine`` unless it breaks a rule or TUNE's total is higher.
 
@@ -207,7 +209,15 @@ def _better_of(
     if bad:
         note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
         return _tune_fallback(
-            inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0, runnable=runnable
+            inst,
+            tune,
+            name,
+            mine.solver or "",
+            mine.upper_bound,
+            [note],
+            t0,
+            runnable=runnable,
+            level=level,
         )
     if tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
         note = (
@@ -215,17 +225,27 @@ def _better_of(
             f"{name} solution's {mine.total_throughput:.6g}"
         )
         return _tune_fallback(
-            inst, tune, name, mine.solver or "", mine.upper_bound, [note], t0, runnable=runnable
+            inst,
+            tune,
+            name,
+            mine.solver or "",
+            mine.upper_bound,
+            [note],
+            t0,
+            runnable=runnable,
+            level=level,
         )
     upper, notes = _bound_for(inst, mine, mine.upper_bound, mine.notes, runnable=runnable)
     for n in notes[len(mine.notes) :]:
-        log.warning("%s on %s: %s", name, inst.name, n)
+        log.log(level, "%s on %s: %s", name, inst.name, n)
     return dataclasses.replace(
         mine, upper_bound=upper, notes=tuple(notes), solve_seconds=time.perf_counter() - t0
     )
 
 
-def _capped(inst: RoundInstance, out: Allocation, cap: int) -> Allocation:
+def _capped(
+    inst: RoundInstance, out: Allocation, cap: int, level: int = logging.WARNING
+) -> Allocation:
     """``out`` within ``--max-fragmented`` ``cap``: the user's cap is a constraint, kept
     "at a known cost" even where every route failed it and the answer is a fallback
     (TUNE's, or ``tune-typed``'s on typed rounds, which spread as they need).  Spread jobs
@@ -250,7 +270,7 @@ def _capped(inst: RoundInstance, out: Allocation, cap: int) -> Allocation:
         f"--max-fragmented {cap}: left {', '.join(dropped)} waiting (every plan within the "
         f"cap failed, and the fallback spread {len(spread)} jobs)"
     )
-    log.warning("%s on %s: %s", out.mechanism, inst.name, note)
+    log.log(level, "%s on %s: %s", out.mechanism, inst.name, note)
     keep = {ja.id: ja.placement for ja in out.jobs if ja.id not in waiting}
     return build_allocation(
         inst,
@@ -313,32 +333,53 @@ class Opt:
 
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Allocate one round (see the package docstring for the steps)."""
+        return self._allocate(inst)
+
+    def _allocate(self, inst: RoundInstance, *, quiet: bool = False) -> Allocation:
+        """:meth:`allocate`; ``quiet``: the notes are logged at INFO, not WARNING (a
+        candidate of a caller that picks among answers and logs what it keeps).
+
+        On a typed round the plain pass is such a candidate too: its notes (a fallback to
+        TUNE, say, where the reference matrices mislead the routes) are logged at INFO and
+        only the answer the type-choice pass keeps has its notes logged as warnings."""
         t0 = time.perf_counter()
         solver = self.options.solver
         runnable = select_runnable(inst)
         tune = self._tune.tune_round(inst, runnable)
+        level = logging.INFO if quiet else logging.WARNING
         if not runnable:
-            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
+            return _tune_fallback(
+                inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable, level=level
+            )
         key = round_key(inst, runnable)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             mine = hit.replay(inst, runnable, self.name, solver)
             log.info("opt on %s: replayed the answer of an identical earlier round", inst.name)
-            out = _better_of(inst, mine, tune, self.name, t0, checked=True, runnable=runnable)
+            out = _better_of(
+                inst, mine, tune, self.name, t0, checked=True, runnable=runnable, level=level
+            )
             self._remember(inst, runnable, out)
             return out
-        out = self._solve(inst, runnable, tune, t0)
-        if any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable):
+        typed = any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable)
+        out = self._solve(inst, runnable, tune, t0, logging.INFO if typed else level)
+        if typed:
             spent = time.perf_counter() - t0
             left = self.options.time_limit_s
             if left is not None:  # the type-choice pass gets what is left (at least 1 s)
                 left = max(1.0, left - spent)
             sub = dataclasses.replace(self.options, time_limit_s=left)
-            out = choose_types(inst, runnable, out, sub, Opt(sub).allocate)
+
+            def fixed(mod: RoundInstance) -> Allocation:
+                return Opt(sub)._allocate(mod, quiet=True)
+
+            out = choose_types(inst, runnable, out, sub, fixed)
             out = dataclasses.replace(out, solve_seconds=time.perf_counter() - t0)
+            for n in out.notes:
+                log.log(level, "%s on %s: %s", self.name, inst.name, n)
         if self.options.max_fragmented is not None:
-            out = _capped(inst, out, self.options.max_fragmented)
+            out = _capped(inst, out, self.options.max_fragmented, level)
         if not out.notes and out.upper_bound is not None:
             self._cache[key] = CachedRound.of(inst, runnable, out)
             while len(self._cache) > ROUND_CACHE_SIZE:
@@ -419,7 +460,12 @@ class Opt:
         return kept
 
     def _solve(
-        self, inst: RoundInstance, runnable: Sequence[Job], tune: TuneRound, t0: float
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        tune: TuneRound,
+        t0: float,
+        level: int = logging.WARNING,
     ) -> Allocation:
         clock = Clock.started(self.options.time_limit_s)
         solver = self.options.solver
@@ -443,7 +489,7 @@ class Opt:
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
             return _tune_fallback(
-                inst, tune, self.name, solver, upper, [note], t0, runnable=runnable
+                inst, tune, self.name, solver, upper, [note], t0, runnable=runnable, level=level
             )
         log.info(
             "super-machine optimum %.6g (%d columns, %.3fs)",
@@ -458,12 +504,12 @@ class Opt:
             if ctx.time_stops:  # a route the clock cut may be why every route failed
                 notes.append(time_note(ctx.time_stops))
             return _tune_fallback(
-                inst, tune, self.name, solver, upper, notes, t0, runnable=runnable
+                inst, tune, self.name, solver, upper, notes, t0, runnable=runnable, level=level
             )
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
-        out = _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        out = _better_of(inst, mine, tune, self.name, t0, runnable=runnable, level=level)
         if ctx.time_stops:  # also where TUNE won: that too was decided against the clock
             out = dataclasses.replace(out, notes=(*out.notes, time_note(ctx.time_stops)))
         return out
