@@ -273,23 +273,27 @@ def test_the_typed_pass_keeps_the_time_notes() -> None:
     assert got.notes == (*best.notes, fixed_cut)
 
 
+def _typed_split_round(seed: int) -> RoundInstance:
+    from synergy_opt.generate import GenerateSpec, generate_instance
+
+    return generate_instance(
+        GenerateSpec(
+            servers=4,
+            gpu_load=1.3,
+            gpu_mix=((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)),
+            seed=seed,
+            gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
+            split_penalty=(0.8, 0.95),
+        )
+    )
+
+
 def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:
     """On a typed round the plain pass (routes read each job's reference matrix) is one
     candidate of the type-choice pass: its fallback to TUNE used to be logged as a warning
     ("rounded solution failed the check") beside an answer that had not fallen back.  Now
     candidates log at INFO and the kept answer's notes, and only they, are warnings."""
-    from synergy_opt.generate import GenerateSpec, generate_instance
-
-    inst = generate_instance(
-        GenerateSpec(
-            servers=4,
-            gpu_load=1.3,
-            gpu_mix=((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)),
-            seed=3,
-            gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
-            split_penalty=(0.8, 0.95),
-        )
-    )
+    inst = _typed_split_round(3)
     with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt"):
         alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
@@ -297,6 +301,13 @@ def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("fell back to tune" in m for m in infos)  # the plain pass's, as a candidate
     assert alloc.notes and warned == [f"opt on {inst.name}: {n}" for n in alloc.notes]
+    # opt-exact runs opt as a candidate too: opt's notes are not opt-exact's warnings
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms"):
+        exact = run("opt-exact", inst, time_limit_s=30.0)
+    assert exact.upper_bound is not None and not exact.notes  # proven
+    assert any("fell back to tune" in r.getMessage() for r in caplog.records)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_non_finite_solution_is_an_error(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:

@@ -35,7 +35,7 @@ from synergy_opt.formulations.branch_price import branch_and_price
 from synergy_opt.formulations.counting_fast import CountingResult, solve_counting
 from synergy_opt.formulations.patterns_fast import patterns_apply
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
-from synergy_opt.mechanisms.opt import _better_of, _bound_for, _tune_fallback
+from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.opt.context import time_notes
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus
@@ -108,9 +108,7 @@ class OptExact:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
         staged = patterns_apply(inst, runnable)
         opt_s = min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S) if staged else limit * OPT_SHARE
-        heuristic = make_mechanism(
-            "opt", dataclasses.replace(self.options, time_limit_s=opt_s)
-        ).allocate(inst)
+        heuristic = _run_opt(inst, dataclasses.replace(self.options, time_limit_s=opt_s))
         opt_cut = bool(time_notes(heuristic.notes))
         ids = {j.id for j in runnable}
         starts = [
@@ -128,7 +126,7 @@ class OptExact:
                 )
 
                 def retry() -> Allocation:
-                    return make_mechanism("opt", retry_opt).allocate(inst)
+                    return _run_opt(inst, retry_opt)
 
             # the first search gets what it gets at the limit where the cap begins to bind
             spent = time.perf_counter() - t0
@@ -138,7 +136,7 @@ class OptExact:
 
                 def late_opt(seconds: float) -> Allocation:
                     again = dataclasses.replace(self.options, time_limit_s=seconds)
-                    return make_mechanism("opt", again).allocate(inst)
+                    return _run_opt(inst, again)
 
             staged_res = _pattern_stage(
                 inst,
@@ -201,6 +199,15 @@ class OptExact:
             log.warning("opt-exact on %s: %s", inst.name, note)
             mine = _relabelled(inst, heuristic, upper, [*notes, note], runnable)
         return _better_of(inst, mine, tune, self.name, t0)
+
+
+def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
+    """``opt`` as one of ``opt-exact``'s candidates: its notes are logged at INFO (they
+    belong to an answer ``opt-exact`` may not return; it logs its own answer's)."""
+    mech = make_mechanism("opt", options)
+    if isinstance(mech, Opt):
+        return mech._allocate(inst, quiet=True)
+    return mech.allocate(inst)
 
 
 def _relabelled(
