@@ -247,11 +247,7 @@ def test_whole_point_children_split_a_leaf_and_keep_valid_bounds() -> None:
     """Below the spread decisions, a one-member class's whole point splits a leaf into
     "only p" and "not p": each child's bound covers its own best allocation, and the
     better child holds the leaf's optimum (nothing is lost)."""
-    inst = family_round("split-penalty", 32, 4)
-    run = select_runnable(inst)
-    data = counting._model_data(inst, run)
-    cm = counting_fast.build_counting_matrix(data)
-    pricer = bp._Pricer(data)
+    _, data, cm, pricer = _search_model(4)
     pool: list[Any] = []
     points: dict[int, set[int]] = {}
     for _, k, p in data["x_index"]:
@@ -292,12 +288,17 @@ def _pattern_with(k: int, p: int) -> Any:
     return Pattern(0, (((k, p), 1),), (), 1.0)
 
 
-def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bp.Node, Any]:
-    """A 32-GPU split-penalty round's dive down to a leaf from an empty pattern pool."""
+def _search_model(seed: int) -> tuple[Any, dict[str, Any], Any, Any]:
+    """A 32-GPU split-penalty round, its counting data and matrix over the runnable set, and
+    a pricer: what the search's pieces are tested on."""
     inst = family_round("split-penalty", 32, seed)
     data = counting._model_data(inst, select_runnable(inst))
-    cm = counting_fast.build_counting_matrix(data)
-    pricer = bp._Pricer(data)
+    return inst, data, counting_fast.build_counting_matrix(data), bp._Pricer(data)
+
+
+def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bp.Node, Any]:
+    """A 32-GPU split-penalty round's dive down to a leaf from an empty pattern pool."""
+    inst, data, cm, pricer = _search_model(seed)
     pool: list[Any] = []
     node, lp = bp._dive_to_leaf(data, pricer, pool, bp.Node(), deadline=math.inf)
     assert lp is not None and lp.converged
@@ -589,11 +590,7 @@ def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
     least the leaf's optimum, keeps that optimum (so the caps never cut an allocation they
     claim to keep), while capping something; ``_reach`` there finds an allocation no
     better than the leaf's optimum, and a bound it reports covers that optimum."""
-    inst = family_round("split-penalty", 32, 4)
-    run = select_runnable(inst)
-    data = counting._model_data(inst, run)
-    cm = counting_fast.build_counting_matrix(data)
-    pricer = bp._Pricer(data)
+    _, data, cm, pricer = _search_model(4)
     pool: list[Any] = []
     checked = capped = reached = 0
     for node in _leaf_nodes(data):

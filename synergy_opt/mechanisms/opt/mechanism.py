@@ -206,24 +206,15 @@ def _better_of(
     is not repeated.
     """
     bad = [] if checked else check_allocation(inst, mine, fair_share=True)
+    note = None
     if bad:
         note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
-        return _tune_fallback(
-            inst,
-            tune,
-            name,
-            mine.solver or "",
-            mine.upper_bound,
-            [note],
-            t0,
-            runnable=runnable,
-            level=level,
-        )
-    if tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
+    elif tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
         note = (
             f"returned tune's allocation: total {tune.total_throughput:.6g} beats the rounded "
             f"{name} solution's {mine.total_throughput:.6g}"
         )
+    if note is not None:
         return _tune_fallback(
             inst,
             tune,
