@@ -1,6 +1,6 @@
 """The exact model and deployable OPT, measured side by side in one run (issue 10).
 
-python bench/bench_opt.py [--rounds N] [--seeds S] [--repeats R] [--quick]
+python bench/bench_opt.py [--rounds N] [--seeds S] [--repeats R] [--typed-seeds T] [--quick]
     [--sizes 32,64] [--seed-offset K] [--families a,b] [--exact-cache FILE]
 
 Tables (all rounds from ``synergy_opt.generate.family_round``: GPU load 1.2, shipped
@@ -27,6 +27,12 @@ profiles, split 20/70/10):
    rounds run by TUNE alone, then ``--sim-rounds`` rounds in which every round instance
    goes to ``tune`` and to one ``opt`` (timed side by side, ``opt``'s answer drives the
    simulation, so ``opt`` warm-starts from its own previous round).
+
+4. ``opt`` on typed rounds (``--tables 4``; 16 servers of V100, P100 and K80 GPUs, 1-GPU, the
+   1/2/4/8-GPU mix, and that mix with split penalties; ``--typed-seeds`` rounds each), CPU
+   time against ``tune-typed`` and against ``opt`` with its plain pass on every round (how
+   it ran typed rounds before 2026-12), with how often both reach the same total and
+   ``opt``'s lowest total/bound.
 
 ``--rounds 200`` is the full claim of issue 10 (hours); the default runs in a few minutes.
 """
@@ -369,6 +375,102 @@ def bench_opt_vs_tune_time(repeats: int) -> None:
     )
 
 
+#: Table 4's cells: (label, GPU mix, split penalty range) on 3-type 16-server rounds.
+TYPED_CELLS: tuple[tuple[str, tuple[tuple[int, float], ...], tuple[float, float] | None], ...] = (
+    ("1-GPU", ((1, 1.0),), None),
+    ("1/2/4/8-GPU", ((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)), None),
+    ("1/2/4/8-GPU split", ((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)), (0.8, 0.95)),
+)
+
+
+def _typed_round(
+    mix: tuple[tuple[int, float], ...], pen: tuple[float, float] | None, seed: int
+) -> RoundInstance:
+    from synergy_opt.generate import GenerateSpec, generate_instance
+
+    return generate_instance(
+        GenerateSpec(
+            servers=16,
+            gpu_load=1.3,
+            gpu_mix=mix,
+            seed=seed,
+            gpu_types=(("v100", 64), ("p100", 32), ("k80", 32)),
+            split_penalty=pen,
+        )
+    )
+
+
+def _opt_plain_always(inst: RoundInstance) -> Allocation:
+    """``opt`` as it ran typed rounds before 2026-12: the plain pass on every round."""
+    from synergy_opt.mechanisms.opt import mechanism
+
+    saved = mechanism.PLAIN_PASS_ALWAYS
+    mechanism.PLAIN_PASS_ALWAYS = True
+    try:
+        return Opt().allocate(inst)
+    finally:
+        mechanism.PLAIN_PASS_ALWAYS = saved
+
+
+def bench_typed(seeds: int) -> None:
+    """Table 4: ``opt`` on typed rounds against ``tune-typed`` and against ``opt`` with the
+    plain pass on every round (interleaved, cold, CPU time)."""
+    warm_up()
+    tt = make_mechanism("tune-typed")
+    rows: list[list[object]] = []
+    for label, mix, pen in TYPED_CELLS:
+        cpu: dict[str, list[float]] = {"tt": [], "opt": [], "old": []}
+        ratio, equal, proven = [], 0, 0
+        for seed in range(seeds):
+            inst = _typed_round(mix, pen, seed)
+            a, _, c = cpu_timed(lambda inst=inst: tt.allocate(inst))
+            cpu["tt"].append(c)
+            got, _, c = cpu_timed(lambda inst=inst: Opt().allocate(inst))
+            cpu["opt"].append(c)
+            old, _, c = cpu_timed(lambda inst=inst: _opt_plain_always(inst))
+            cpu["old"].append(c)
+            equal += abs(got.total_throughput - old.total_throughput) <= 1e-9 * max(
+                1.0, old.total_throughput
+            )
+            if got.upper_bound is not None:
+                ratio.append(got.total_throughput / got.upper_bound)
+                proven += got.total_throughput >= got.upper_bound * (1 - PROVEN_GAP)
+        med = {k: statistics.median(v) for k, v in cpu.items()}
+        rows.append(
+            [
+                label,
+                seeds,
+                1000 * med["tt"],
+                1000 * med["opt"],
+                med["opt"] / med["tt"],
+                1000 * med["old"],
+                sum(cpu["old"]) / sum(cpu["opt"]),
+                f"{equal}/{seeds}",
+                min(ratio) if ratio else "-",
+                f"{proven}/{seeds}",
+            ]
+        )
+    table(
+        "4. typed rounds (16 servers: V100 64, P100 32, K80 32 GPUs; load 1.3; seeds 0..N-1), "
+        "CPU ms, medians; 'plain first' = opt with its plain pass on every round, as before "
+        "2026-12; 'sum old/new' = total CPU of the two; 'equal' = same total; 'opt/bound' = "
+        "the lowest; 'at bound' = within 1e-4 of it",
+        [
+            "mix",
+            "rounds",
+            "tune-typed",
+            "opt",
+            "opt/tt",
+            "plain first",
+            "sum old/new",
+            "equal",
+            "opt/bound",
+            "at bound",
+        ],
+        rows,
+    )
+
+
 #: Table 3b's cells: (workload, servers of 8 GPUs, arrivals per hour: 1.5x the paper's 9
 #: single-GPU and 4 multi-GPU jobs per hour per 128 GPUs).
 SIM_CELLS: tuple[tuple[str, int, float], ...] = (
@@ -505,8 +607,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="rounds per cell in table 3")
     ap.add_argument("--sim-rounds", type=int, default=60, help="timed rounds per cell, table 3b")
     ap.add_argument("--warmup", type=int, default=800, help="TUNE-only rounds first, table 3b")
+    ap.add_argument("--typed-seeds", type=int, default=4, help="rounds per cell in table 4")
     ap.add_argument("--time-limit", type=float, default=60.0, help="opt-exact limit, seconds")
-    ap.add_argument("--tables", default="1,2,3,3b", help="which tables, e.g. 1,3,3b")
+    ap.add_argument("--tables", default="1,2,3,3b,4", help="which tables, e.g. 1,3,3b")
     ap.add_argument("--quick", action="store_true", help="one seed, two rounds, two repeats")
     ap.add_argument(
         "--sizes", default="32,64,96,128", help="table 2: GPU counts the rounds cycle through"
@@ -530,12 +633,18 @@ def main() -> int:
     unknown = [f for f in families if f not in FAMILIES]
     if not families or unknown:
         ap.error(f"--families: unknown {unknown or args.families!r}; known: {', '.join(FAMILIES)}")
-    if min(args.rounds, args.seeds, args.repeats, args.sim_rounds) < 1 or args.time_limit <= 0:
-        ap.error("--rounds, --seeds, --repeats and --sim-rounds must be >= 1, --time-limit > 0")
+    if (
+        min(args.rounds, args.seeds, args.repeats, args.sim_rounds, args.typed_seeds) < 1
+        or args.time_limit <= 0
+    ):
+        ap.error(
+            "--rounds, --seeds, --repeats, --sim-rounds and --typed-seeds must be >= 1, "
+            "--time-limit > 0"
+        )
     if args.warmup < 0:
         ap.error("--warmup must be >= 0")
     if args.quick:
-        args.rounds, args.seeds, args.repeats, args.sim_rounds = 2, 1, 2, 10
+        args.rounds, args.seeds, args.repeats, args.sim_rounds, args.typed_seeds = 2, 1, 2, 10, 1
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
@@ -550,6 +659,8 @@ def main() -> int:
         bench_opt_vs_tune_time(args.repeats)
     if "3b" in wanted:
         bench_sim_rounds(args.sim_rounds, args.warmup)
+    if "4" in wanted:
+        bench_typed(args.typed_seeds)
     return 0
 
 

@@ -42,9 +42,11 @@ simulation therefore depend on the sequence of rounds (deterministically); a sin
 set, without HiGHS's feasibility-jump heuristic (a fixed ~3 ms per small MIP).
 
 On typed rounds (jobs with per-GPU-type matrices, :mod:`.typed`) the bound is the typed
-super-machine's (one GPU type per job, ``formulations/super_machine.md``), and the routes
-also run on the round with each job fixed to the type that model picks; the best checked
-answer of that, the plain one and ``tune-typed`` is returned, so OPT is never below either.
+super-machine's (one GPU type per job, ``formulations/super_machine.md``), tightened by the
+counting LP on small rounds, and the routes run on the round with each job fixed to the
+type that model picks; the best checked answer of that, ``tune`` and ``tune-typed`` is
+returned, so OPT is never below either.  The plain pass (routes on the reference matrices)
+runs only where the fixed round gives no checked answer of the whole runnable set.
 """
 
 from synergy_opt.mechanisms.opt import (

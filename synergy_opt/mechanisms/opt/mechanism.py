@@ -22,6 +22,7 @@ from synergy_opt.formulations.typed_fast import (
     lowest_fair_share,
     super_machine_matrix,
 )
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
@@ -84,6 +85,10 @@ OPT_THREADS: int = 1
 #: deploy, before any re-optimisation MIP.  Off only to measure it (bench table 3's
 #: "no-repair" column and the tests set this module attribute).
 REPAIR: bool = True
+#: On typed rounds, run the plain pass (routes on each job's reference matrix) on every
+#: round, as before 2026-12, not only where the round with types fixed gives no checked
+#: answer of the whole runnable set.  Off only to measure it (bench table 4).
+PLAIN_PASS_ALWAYS: bool = False
 #: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
 #: (same cluster, same multiset of job classes) replays its answer instead of solving.
 ROUND_CACHE_SIZE: int = 64
@@ -293,6 +298,33 @@ def _search(ctx: RoundContext, state: State, target: float) -> State:
     return state
 
 
+def counting_lp_bound(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    upper: float,
+    solve: Callable[[MatrixModel], SolveResult],
+) -> float:
+    """min(``upper``, LP relaxation of the per-server counting model) on rounds of at most
+    :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
+
+    It bounds every allocation of the runnable set that keeps each job's floor, typed
+    rounds included, because it relaxes the exact per-server model
+    (:mod:`synergy_opt.formulations.counting`)."""
+    if len(inst.cluster.servers) > COUNTING_BOUND_MAX_SERVERS:
+        return upper
+    from synergy_opt.formulations.counting import counting_data
+    from synergy_opt.formulations.counting_fast import build_counting_matrix
+
+    # The relaxation's spread floors (the lowest a split allows) make it a bound.
+    data = counting_data(inst, runnable, spread_floor="low")
+    if not data["bound_valid"]:
+        return upper
+    lp = solve(build_counting_matrix(data, relax=True).matrix)
+    if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
+        return min(upper, lp.dual_bound)
+    return upper
+
+
 @register(
     "opt",
     keeps_fair_share=True,
@@ -330,9 +362,9 @@ class Opt:
         """:meth:`allocate`; ``quiet``: the notes are logged at INFO, not WARNING (a
         candidate of a caller that picks among answers and logs what it keeps).
 
-        On a typed round the plain pass is such a candidate too: its notes (a fallback to
-        TUNE, say, where the reference matrices mislead the routes) are logged at INFO and
-        only the answer the type-choice pass keeps has its notes logged as warnings."""
+        On a typed round the passes are such candidates too (:meth:`_typed`): their notes
+        (a fallback to TUNE, say) are logged at INFO and only the answer the type-choice
+        pass keeps has its notes logged as warnings."""
         t0 = time.perf_counter()
         solver = self.options.solver
         runnable = select_runnable(inst)
@@ -354,21 +386,12 @@ class Opt:
             self._remember(inst, runnable, out)
             return out
         typed = any(j.sensitivity_by_type for j in runnable) and is_typed_round(inst, runnable)
-        out = self._solve(inst, runnable, tune, t0, logging.INFO if typed else level)
         if typed:
-            spent = time.perf_counter() - t0
-            left = self.options.time_limit_s
-            if left is not None:  # the type-choice pass gets what is left (at least 1 s)
-                left = max(1.0, left - spent)
-            sub = dataclasses.replace(self.options, time_limit_s=left)
-
-            def fixed(mod: RoundInstance) -> Allocation:
-                return Opt(sub)._allocate(mod, quiet=True)
-
-            out = choose_types(inst, runnable, out, sub, fixed)
-            out = dataclasses.replace(out, solve_seconds=time.perf_counter() - t0)
+            out = self._typed(inst, runnable, tune, t0)
             for n in out.notes:
                 log.log(level, "%s on %s: %s", self.name, inst.name, n)
+        else:
+            out = self._solve(inst, runnable, tune, t0, level)
         if self.options.max_fragmented is not None:
             out = _capped(inst, out, self.options.max_fragmented, level)
         if not out.notes and out.upper_bound is not None:
@@ -450,6 +473,51 @@ class Opt:
             kept[job.id] = parts
         return kept
 
+    def _typed(
+        self, inst: RoundInstance, runnable: Sequence[Job], tune: TuneRound, t0: float
+    ) -> Allocation:
+        """The type-choice pass (:func:`~.typed.choose_types`); the plain pass only where
+        it finds no checked answer.  Every pass's notes are logged at INFO: the caller
+        logs the kept answer's."""
+
+        def left() -> float | None:  # each pass gets what is left (at least 1 s)
+            limit = self.options.time_limit_s
+            return None if limit is None else max(1.0, limit - (time.perf_counter() - t0))
+
+        sub = dataclasses.replace(self.options, time_limit_s=left())
+
+        def fixed(mod: RoundInstance) -> Allocation:
+            return Opt(sub)._allocate(mod, quiet=True)
+
+        def plain() -> Allocation:
+            return self._solve(inst, runnable, tune, t0, logging.INFO, time_limit_s=left())
+
+        out = choose_types(
+            inst,
+            runnable,
+            self.name,
+            tune.allocation(),
+            sub,
+            fixed,
+            plain,
+            plain_always=PLAIN_PASS_ALWAYS,
+        )
+        upper = out.upper_bound
+        if upper is not None and out.total_throughput < upper - 1e-9 * max(1.0, upper):
+
+            def solve(mm: MatrixModel) -> SolveResult:
+                return solve_matrix(
+                    mm,
+                    self.options.solver,
+                    time_limit=left(),
+                    threads=self.options.threads,
+                    rel_gap=DEFAULT_REL_GAP,
+                    highs_options=OPT_HIGHS_OPTIONS,
+                )
+
+            upper = counting_lp_bound(inst, runnable, upper, solve)
+        return dataclasses.replace(out, upper_bound=upper, solve_seconds=time.perf_counter() - t0)
+
     def _solve(
         self,
         inst: RoundInstance,
@@ -457,8 +525,12 @@ class Opt:
         tune: TuneRound,
         t0: float,
         level: int = logging.WARNING,
+        *,
+        time_limit_s: float | None = None,
     ) -> Allocation:
-        clock = Clock.started(self.options.time_limit_s)
+        """The plain pass: super-machine, routes, TUNE's floor (``time_limit_s``: the
+        clock, by default the options')."""
+        clock = Clock.started(self.options.time_limit_s if time_limit_s is None else time_limit_s)
         solver = self.options.solver
         ksm = _split_super_machine(inst, runnable, self._class_floors(inst))
         res = solve_matrix(
@@ -552,25 +624,8 @@ class Opt:
         return res.dual_bound
 
     def _tighter_bound(self, ctx: RoundContext, upper: float) -> float:
-        """min(super-machine, LP relaxation of the per-server counting model) on rounds of
-        at most :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
-
-        Both bound every allocation of the runnable set that keeps each job's floor, the
-        counting LP because it relaxes the exact per-server model
-        (:mod:`synergy_opt.formulations.counting`)."""
-        if len(ctx.inst.cluster.servers) > COUNTING_BOUND_MAX_SERVERS:
-            return upper
-        from synergy_opt.formulations.counting import counting_data
-        from synergy_opt.formulations.counting_fast import build_counting_matrix
-
-        # The relaxation's spread floors (the lowest a split allows) make it a bound.
-        data = counting_data(ctx.inst, ctx.runnable, spread_floor="low")
-        if not data["bound_valid"]:
-            return upper
-        lp = ctx.solve(build_counting_matrix(data, relax=True).matrix)
-        if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
-            return min(upper, lp.dual_bound)
-        return upper
+        """:func:`counting_lp_bound` with the round's clock."""
+        return counting_lp_bound(ctx.inst, ctx.runnable, upper, ctx.solve)
 
     def context(self, inst: RoundInstance) -> RoundContext | None:
         """The round context the routes read (``None``: nothing runnable or no optimum)."""
