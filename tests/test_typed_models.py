@@ -323,3 +323,34 @@ def test_property_typed_super_machine_bounds_brute_force(inst: RoundInstance) ->
         return
     assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
     assert best <= res.objective + ABS_TOL
+
+
+def test_class_column_memo_keeps_models_equal_and_apart() -> None:
+    """The typed builder memoises each class's columns by cluster, fair-share rule and
+    class: a warm build equals a cold one, and the same jobs on another cluster (other
+    cores) get that cluster's columns, not the memo's."""
+
+    def build(cpus: int) -> Any:
+        inst = generate_instance(
+            GenerateSpec(
+                servers=4,
+                gpu_load=1.3,
+                gpu_mix=((1, 0.5), (2, 0.3), (4, 0.2)),
+                seed=5,
+                cpus_per_server=cpus,
+                gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
+            )
+        )
+        return typed_fast.build_typed_super_machine_fast(inst, select_runnable(inst))
+
+    typed_fast._COLUMNS.clear()
+    cold = build(24)
+    warm = build(24)
+    assert typed_fast._COLUMNS  # the second build read the memo
+    assert warm.columns == cold.columns
+    for f in ("cost", "a_start", "a_index", "a_value", "row_upper"):
+        assert np.array_equal(getattr(warm.matrix, f), getattr(cold.matrix, f))
+    typed_fast._COLUMNS.clear()
+    fresh_small = build(12)
+    build(24)
+    assert build(12).columns == fresh_small.columns != cold.columns

@@ -87,10 +87,12 @@ def make_classes(
     aggregate: bool = True,
     prune: bool = True,
     floors: dict[str, float] | None = None,
+    points: bool = True,
 ) -> list[JobClass]:
     """Group ``jobs`` into classes (first-appearance order) with their useful grid points.
 
-    ``floors`` overrides the per-job throughput floor (default: fair-share throughput).
+    ``floors`` overrides the per-job throughput floor (default: fair-share throughput);
+    ``points=False`` leaves the points empty (for models that read other matrices).
     """
     groups: dict[object, list[Job]] = {}
     for job in jobs:
@@ -100,6 +102,9 @@ def make_classes(
         groups.setdefault(key, []).append(job)
     out = []
     for members in groups.values():
+        if not points:
+            out.append(JobClass(tuple(members), ()))
+            continue
         first = members[0]
         floor = floors[first.id] if floors is not None else inst.fair_share_throughput(first)
         out.append(JobClass(tuple(members), useful_points(first.sensitivity, floor, prune=prune)))

@@ -27,6 +27,7 @@ import numpy as np
 from synergy_opt.formulations.fast import (
     JobClass,
     MatrixModel,
+    class_key,
     make_classes,
     matrix_model,
     useful_points,
@@ -293,37 +294,25 @@ def build_typed_super_machine_fast(
     same rows), classes as in :func:`synergy_opt.formulations.fast.make_classes`
     (``class_key`` holds the per-type matrices and ``gpu_types``, so a class shares its
     options and floor).  Rows: ``eq4[job]`` per class, then ``eqT[U]``, ``eq2[U]``,
-    ``eq3[U]`` per set of types U (:func:`type_sets`; the whole cluster is ``*``).
+    ``eq3[U]`` per set of types U (:func:`type_sets`; the whole cluster is ``*``).  The
+    classes carry no points (columns read each option's matrix); a class's columns are
+    memoised (:func:`_class_columns`).
     """
     pools = gpu_pools(inst)
     sets = type_sets(pools)
-    classes = make_classes(inst, jobs)
+    classes = make_classes(inst, jobs, points=False)
     n_cls = len(classes)
     cols: list[list[tuple[int, float]]] = []
     cost: list[float] = []
     upper: list[float] = []
     colmap: list[tuple[int, str, tuple[int, float, float]]] = []
+    where = (inst.cluster, inst.fair_share_mode, prune)
     for k, cl in enumerate(classes):
-        first = cl.members[0]
-        floor = lowest_fair_share(inst, first)
-        for opt in type_options(inst, first):
-            pts: Sequence[tuple[int, float, float]] = useful_points(
-                opt.matrix, floor, prune=prune and opt.slowest is None
-            )
-            coefs = [coefficients(opt, first.gpus, c, m, sets) for c, m, _ in pts]
-            if prune and opt.slowest is not None:  # dominance among picks with equal rows
-                pts, coefs = _prune_by_rows(pts, coefs)
-            for (c, m, w), coef in zip(pts, coefs, strict=True):
-                if coef is None:
-                    continue
-                col = [(k, 1.0)]
-                for i, (cg, cc, cm) in enumerate(coef):
-                    r = n_cls + 3 * i
-                    col += [(r + d, v) for d, v in enumerate((cg, cc, cm)) if v != 0.0]
-                cols.append(col)
-                cost.append(w * opt.credit)
-                upper.append(float(cl.count))
-                colmap.append((k, opt.pool, (c, m, w)))
+        for entries, value, pool, point in _class_columns(inst, sets, cl.members[0], where):
+            cols.append([(k, 1.0), *((n_cls + r, v) for r, v in entries)])
+            cost.append(value)
+            upper.append(float(cl.count))
+            colmap.append((k, pool, point))
     counts = [float(cl.count) for cl in classes]
     caps: list[float] = []
     names = [f"eq4[{cl.members[0].id}]" for cl in classes]
@@ -342,6 +331,54 @@ def build_typed_super_machine_fast(
         name="typed_super_machine_fast",
     )
     return TypedKnapsackModel(mm, tuple(classes), pools, tuple(colmap))
+
+
+#: A class's columns: (set-row entries (3 i + resource, value), credited W, option pool,
+#: point (cores, GB, uncredited W)).
+ClassColumns = tuple[
+    tuple[tuple[tuple[int, float], ...], float, str, tuple[int, float, float]], ...
+]
+#: Bound on :data:`_COLUMNS` (entries: one per job class and cluster).
+COLUMN_MEMO_SIZE: int = 4096
+#: Pure memo of :func:`_class_columns` by (cluster, fair-share rule, prune, class key): a
+#: class's columns depend on nothing else, and in a simulation the same classes come back
+#: every round (building them was half of ``opt``'s time on typed simulation rounds).
+_COLUMNS: dict[tuple[object, ...], ClassColumns] = {}
+
+
+def _class_columns(
+    inst: RoundInstance, sets: Sequence[TypeSet], first: Job, where: tuple[object, ...]
+) -> ClassColumns:
+    """The columns of ``first``'s class (fair-share restriction and dominance within each
+    option), memoised by ``where`` = (cluster, fair-share rule, prune) and the class key."""
+    key = (*where, class_key(first))
+    got = _COLUMNS.get(key)
+    if got is not None:
+        return got
+    prune = bool(where[2])
+    floor = lowest_fair_share(inst, first)
+    out = []
+    for opt in type_options(inst, first):
+        pts: Sequence[tuple[int, float, float]] = useful_points(
+            opt.matrix, floor, prune=prune and opt.slowest is None
+        )
+        coefs = [coefficients(opt, first.gpus, c, m, sets) for c, m, _ in pts]
+        if prune and opt.slowest is not None:  # dominance among picks with equal rows
+            pts, coefs = _prune_by_rows(pts, coefs)
+        for (c, m, w), coef in zip(pts, coefs, strict=True):
+            if coef is None:
+                continue
+            entries = tuple(
+                (3 * i + d, v)
+                for i, (cg, cc, cm) in enumerate(coef)
+                for d, v in enumerate((cg, cc, cm))
+                if v != 0.0
+            )
+            out.append((entries, w * opt.credit, opt.pool, (c, m, w)))
+    if len(_COLUMNS) >= COLUMN_MEMO_SIZE:
+        _COLUMNS.clear()
+    _COLUMNS[key] = got = tuple(out)
+    return got
 
 
 def _prune_by_rows(
