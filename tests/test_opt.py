@@ -238,16 +238,22 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
     assert "placement_fast" in noted[0]  # the model names say which solves were cut
 
 
-def _typed_round(seed: int) -> RoundInstance:
+def _typed_round(
+    seed: int,
+    mix: tuple[tuple[int, float], ...] = ((1, 0.6), (2, 0.2), (4, 0.15), (8, 0.05)),
+    split_penalty: tuple[float, float] | None = None,
+) -> RoundInstance:
+    """A 4-server round of V100 (2 servers), P100 and K80 GPUs."""
     from synergy_opt.generate import GenerateSpec, generate_instance
 
     return generate_instance(
         GenerateSpec(
             servers=4,
             gpu_load=1.3,
-            gpu_mix=((1, 0.6), (2, 0.2), (4, 0.15), (8, 0.05)),
+            gpu_mix=mix,
             seed=seed,
             gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
+            split_penalty=split_penalty,
         )
     )
 
@@ -394,18 +400,7 @@ def test_typed_opt_bound_covers_the_proven_optimum(grid: tuple[Any, ...]) -> Non
 
 
 def _typed_split_round(seed: int) -> RoundInstance:
-    from synergy_opt.generate import GenerateSpec, generate_instance
-
-    return generate_instance(
-        GenerateSpec(
-            servers=4,
-            gpu_load=1.3,
-            gpu_mix=((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)),
-            seed=seed,
-            gpu_types=(("v100", 16), ("p100", 8), ("k80", 8)),
-            split_penalty=(0.8, 0.95),
-        )
-    )
+    return _typed_round(seed, ((1, 0.5), (2, 0.2), (4, 0.2), (8, 0.1)), (0.8, 0.95))
 
 
 def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:

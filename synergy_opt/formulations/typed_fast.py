@@ -306,9 +306,8 @@ def build_typed_super_machine_fast(
     cost: list[float] = []
     upper: list[float] = []
     colmap: list[tuple[int, str, tuple[int, float, float]]] = []
-    where = (inst.cluster, inst.fair_share_mode, prune)
     for k, cl in enumerate(classes):
-        for entries, value, pool, point in _class_columns(inst, sets, cl.members[0], where):
+        for entries, value, pool, point in _class_columns(inst, sets, cl.members[0], prune):
             cols.append([(k, 1.0), *((n_cls + r, v) for r, v in entries)])
             cost.append(value)
             upper.append(float(cl.count))
@@ -347,15 +346,15 @@ _COLUMNS: dict[tuple[object, ...], ClassColumns] = {}
 
 
 def _class_columns(
-    inst: RoundInstance, sets: Sequence[TypeSet], first: Job, where: tuple[object, ...]
+    inst: RoundInstance, sets: Sequence[TypeSet], first: Job, prune: bool
 ) -> ClassColumns:
     """The columns of ``first``'s class (fair-share restriction and dominance within each
-    option), memoised by ``where`` = (cluster, fair-share rule, prune) and the class key."""
-    key = (*where, class_key(first))
+    option), memoised by (cluster, fair-share rule, ``prune``, class key); ``sets`` are
+    the cluster's (:func:`type_sets`)."""
+    key = (inst.cluster, inst.fair_share_mode, prune, class_key(first))
     got = _COLUMNS.get(key)
     if got is not None:
         return got
-    prune = bool(where[2])
     floor = lowest_fair_share(inst, first)
     out = []
     for opt in type_options(inst, first):
