@@ -955,9 +955,10 @@ def test_split_penalty_neighbourhood_keeps_the_servers_a_spread_job_draws_from(
     # ... with HiGHS's default cut pool, as measured then (with the small pool of
     # LNS_HIGHS_OPTIONS even these narrow neighbourhoods happen to reach it here).
     monkeypatch.setattr(neighbourhood, "LNS_HIGHS_OPTIONS", {})
-    # ... and without the counting-near and counting-full-servers routes, whose plans lead
-    # them to it as well (the full-server one's is the optimum itself, in 1 s).
-    without_routes("counting-near", "counting-full-servers")
+    # ... and without the packing, counting-near and counting-full-servers routes, whose
+    # plans lead them to it as well (the full-server one's is the optimum itself, in 1 s;
+    # the packing of the full-server points reaches it in 0.65 s).
+    without_routes("packing", "counting-near", "counting-full-servers")
     narrow = make_mechanism("opt").allocate(inst)
     assert narrow.total_throughput < (1 - 1e-3) * exact.objective
 
@@ -1005,8 +1006,9 @@ def test_neighbourhoods_of_two_sizes_reach_the_multi_gpu_optimum(
     alloc = run("opt", inst)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= (1 - 1e-4) * exact.objective - ABS_TOL
-    # The neighbourhoods alone (the counting route, which also reaches it, left out):
-    without_routes("counting")
+    # The neighbourhoods alone (the counting and packing routes, which also reach it, left
+    # out):
+    without_routes("counting", "packing")
     assert make_mechanism("opt").allocate(inst).total_throughput >= (1 - 1e-4) * exact.objective
     monkeypatch.setattr(neighbourhood, "LNS_SERVERS", (6,))
     assert make_mechanism("opt").allocate(inst).total_throughput < 0.99 * exact.objective

@@ -52,6 +52,9 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound, full_server_optimum
+
+# Registered here, before this module's late routes, so that it is the first late route.
+from synergy_opt.mechanisms.opt.packing_route import packing_route  # noqa: F401
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import SolveResult, TerminationStatus
 from synergy_opt.types import PlacementPart

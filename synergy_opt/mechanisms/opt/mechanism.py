@@ -627,8 +627,12 @@ class Opt:
         """:func:`counting_lp_bound` with the round's clock."""
         return counting_lp_bound(ctx.inst, ctx.runnable, upper, ctx.solve)
 
-    def context(self, inst: RoundInstance) -> RoundContext | None:
-        """The round context the routes read (``None``: nothing runnable or no optimum)."""
+    def context(
+        self, inst: RoundInstance, *, time_limit_s: float | None = None
+    ) -> RoundContext | None:
+        """The round context the routes read (``None``: nothing runnable or no optimum);
+        its clock starts now, with ``time_limit_s``."""
+        clock = Clock.started(time_limit_s)
         runnable = select_runnable(inst)
         if not runnable:
             return None
@@ -642,7 +646,7 @@ class Opt:
         if res.x is None:
             return None
         tune = Tune(self.options).tune_round(inst)
-        return self._context(inst, runnable, tune, ksm, res, Clock.started(None))
+        return self._context(inst, runnable, tune, ksm, res, clock)
 
     def _context(
         self,

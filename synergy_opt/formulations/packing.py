@@ -1,0 +1,185 @@
+"""Packing at fixed points: whole GPUs, cores and memory per server once each job's grid
+point and mode (whole on one server, or spread) are decided (``formulations/packing.md``).
+
+A super-machine optimum (pooled, or the full-server one) fixes every job's point; it is an
+allocation's value exactly when its jobs can be packed onto the real servers at those
+points.  When they can, that value is both the answer and, being a relaxation's optimum, a
+proof of optimality.  This is the Pyomo reference (solved by HiGHS); the fast path is
+:mod:`~synergy_opt.formulations.packing_cp` (CP-SAT, the same names), which tests prove
+feasible exactly when this model is.
+
+    (pk1)  sum_s n[d, s] = N_d                       every whole job of group d placed
+    (pk2)  sum_s a[j, s] = g_j                       a spread job's GPUs
+    (pk3)  sum_s p[j, s] = c_j                       its cores, anywhere on its span
+    (pk4)  sum_s q[j, s] = m_j                       its memory, anywhere on its span
+    (pk5)  u[j, s] <= a[j, s] <= min(g_j, G_s) u[j, s]   a part is at least one GPU
+    (pk6)  p[j, s] <= C_s u[j, s],  (pk7) q[j, s] <= M_s u[j, s]   only where it has GPUs
+    (pk8)  sum_d g_d n[d, s] + sum_j a[j, s] <= G_s  per-server GPUs
+    (pk9)  sum_d c_d n[d, s] + sum_j p[j, s] <= C_s  per-server cores
+    (pk10) sum_d m_d n[d, s] + sum_j q[j, s] <= M_s  per-server memory
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyomo.environ as pyo
+
+from synergy_opt.types import Job, RoundInstance
+
+#: (cores, GB, throughput) of a job's grid point, as ``opt``'s routes carry it.
+Point = tuple[int, float, float]
+
+
+@dataclass(frozen=True, slots=True)
+class WholeGroup:
+    """Whole jobs with the same GPUs, point and allowed servers (interchangeable here)."""
+
+    jobs: tuple[Job, ...]
+    gpus: int
+    cpus: int
+    mem_gb: float
+    servers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadJob:
+    """A job that may take GPUs on several servers, drawing its cores and memory anywhere
+    on its span (the deployment max-flow's rule)."""
+
+    job: Job
+    cpus: int
+    mem_gb: float
+    servers: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PackingData:
+    """The plain data both models are built from (:func:`packing_data`)."""
+
+    groups: tuple[WholeGroup, ...]
+    spread: tuple[SpreadJob, ...]
+    #: (GPUs, cores, GB) per server, in cluster order.
+    servers: tuple[tuple[int, int, float], ...]
+
+
+def packing_data(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    points: Mapping[str, Point],
+    spread: Collection[str],
+) -> PackingData:
+    """Group ``jobs`` (whole ones by GPUs, point and allowed servers, in first-seen order;
+    ids in ``spread`` one by one) for the packing models.  A whole job's servers are those
+    it may use that hold its GPUs, cores and memory alone."""
+    srv = inst.cluster.servers
+    by_key: dict[tuple[int, int, float, tuple[int, ...]], list[Job]] = {}
+    spreads: list[SpreadJob] = []
+    for job in jobs:
+        c, m, _ = points[job.id]
+        allowed = tuple(s for s, server in enumerate(srv) if job.may_use(server))
+        if job.id in spread:
+            spreads.append(SpreadJob(job, int(c), float(m), allowed))
+            continue
+        fits = tuple(
+            s
+            for s in allowed
+            if srv[s].gpus >= job.gpus and srv[s].cpus >= c and srv[s].mem_gb >= m - 1e-9
+        )
+        by_key.setdefault((job.gpus, int(c), float(m), fits), []).append(job)
+    groups = tuple(WholeGroup(tuple(js), g, c, m, fits) for (g, c, m, fits), js in by_key.items())
+    servers = tuple((s.gpus, int(s.cpus), float(s.mem_gb)) for s in srv)
+    return PackingData(groups, tuple(spreads), servers)
+
+
+def build_packing(data: PackingData) -> pyo.ConcreteModel:
+    """(pk0)-(pk10) over ``data`` (Pyomo; the objective, fewest parts of spread jobs, only
+    picks among packings: the model's question is whether there is one)."""
+    m = pyo.ConcreteModel(name="packing")
+    G = {s: v[0] for s, v in enumerate(data.servers)}
+    C = {s: v[1] for s, v in enumerate(data.servers)}
+    M = {s: v[2] for s, v in enumerate(data.servers)}
+    m.DS = pyo.Set(
+        dimen=2,
+        ordered=True,
+        initialize=[(d, s) for d, gr in enumerate(data.groups) for s in gr.servers],
+        doc="(whole group, server) pairs: servers that hold one of its jobs",
+    )
+    m.JS = pyo.Set(
+        dimen=2,
+        ordered=True,
+        initialize=[(j, s) for j, sj in enumerate(data.spread) for s in sj.servers],
+        doc="(spread job, server) pairs its GPU types allow",
+    )
+    m.n = pyo.Var(m.DS, domain=pyo.NonNegativeIntegers, doc="whole jobs of group d on s")
+    m.a = pyo.Var(m.JS, domain=pyo.NonNegativeIntegers, doc="GPUs of spread job j on s")
+    m.u = pyo.Var(m.JS, domain=pyo.Binary, doc="spread job j has a part on s")
+    m.p = pyo.Var(m.JS, domain=pyo.NonNegativeIntegers, doc="cores of spread job j on s")
+    m.q = pyo.Var(m.JS, domain=pyo.NonNegativeReals, doc="GB of spread job j on s")
+    groups, spread = data.groups, data.spread
+
+    @m.Objective(sense=pyo.minimize)
+    def pk0_fewest_parts(m: pyo.ConcreteModel) -> Any:
+        return pyo.quicksum(m.u[j, s] for j, s in m.JS)
+
+    @m.Constraint(range(len(groups)))
+    def pk1_whole_jobs(m: pyo.ConcreteModel, d: int) -> Any:
+        if not groups[d].servers:  # no server holds one: no packing
+            return pyo.Constraint.Infeasible
+        return pyo.quicksum(m.n[d, s] for s in groups[d].servers) == len(groups[d].jobs)
+
+    @m.Constraint(range(len(spread)))
+    def pk2_spread_gpus(m: pyo.ConcreteModel, j: int) -> Any:
+        if not spread[j].servers:
+            return pyo.Constraint.Infeasible
+        return pyo.quicksum(m.a[j, s] for s in spread[j].servers) == spread[j].job.gpus
+
+    @m.Constraint(range(len(spread)))
+    def pk3_spread_cpus(m: pyo.ConcreteModel, j: int) -> Any:
+        return pyo.quicksum(m.p[j, s] for s in spread[j].servers) == spread[j].cpus
+
+    @m.Constraint(range(len(spread)))
+    def pk4_spread_mem(m: pyo.ConcreteModel, j: int) -> Any:
+        return pyo.quicksum(m.q[j, s] for s in spread[j].servers) == spread[j].mem_gb
+
+    @m.Constraint(m.JS, ["least", "most"])
+    def pk5_part_gpus(m: pyo.ConcreteModel, j: int, s: int, side: str) -> Any:
+        if side == "least":
+            return m.u[j, s] <= m.a[j, s]
+        return m.a[j, s] <= min(spread[j].job.gpus, G[s]) * m.u[j, s]
+
+    @m.Constraint(m.JS)
+    def pk6_part_cpus(m: pyo.ConcreteModel, j: int, s: int) -> Any:
+        return m.p[j, s] <= C[s] * m.u[j, s]
+
+    @m.Constraint(m.JS)
+    def pk7_part_mem(m: pyo.ConcreteModel, j: int, s: int) -> Any:
+        return m.q[j, s] <= M[s] * m.u[j, s]
+
+    on_d: dict[int, list[int]] = {s: [] for s in G}
+    on_j: dict[int, list[int]] = {s: [] for s in G}
+    for d, s in m.DS:
+        on_d[s].append(d)
+    for j, s in m.JS:
+        on_j[s].append(j)
+
+    held = [s for s in G if on_d[s] or on_j[s]]  # rows for servers nobody may use are skipped
+
+    @m.Constraint(held)
+    def pk8_gpu_capacity(m: pyo.ConcreteModel, s: int) -> Any:
+        whole = pyo.quicksum(groups[d].gpus * m.n[d, s] for d in on_d[s])
+        return whole + pyo.quicksum(m.a[j, s] for j in on_j[s]) <= G[s]
+
+    @m.Constraint(held)
+    def pk9_cpu_capacity(m: pyo.ConcreteModel, s: int) -> Any:
+        whole = pyo.quicksum(groups[d].cpus * m.n[d, s] for d in on_d[s])
+        return whole + pyo.quicksum(m.p[j, s] for j in on_j[s]) <= C[s]
+
+    @m.Constraint(held)
+    def pk10_mem_capacity(m: pyo.ConcreteModel, s: int) -> Any:
+        whole = pyo.quicksum(groups[d].mem_gb * m.n[d, s] for d in on_d[s])
+        return whole + pyo.quicksum(m.q[j, s] for j in on_j[s]) <= M[s]
+
+    return m

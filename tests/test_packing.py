@@ -1,0 +1,177 @@
+"""Packing at fixed points (formulations/packing.md): the CP-SAT fast path against the Pyomo
+reference, its use as ``opt``'s first late route, and ``opt-exact``'s proof by it.
+
+On split penalties 128 GPUs seed 4 the full-server super-machine's optimum 58.467 is the
+optimum (``opt-exact`` proved it in 22 s at a 60-s limit); ``opt`` stopped at 58.296 after
+24 s and ``opt-exact`` at 10 s at 57.94 (0.90 % gap).  Packed by CP-SAT, those points give
+58.467 in about a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import pyomo.environ as pyo
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synergy_opt.check import check_allocation
+from synergy_opt.formulations import packing
+from synergy_opt.formulations.packing_cp import build_packing_cp, solve_packing
+from synergy_opt.generate import family_round
+from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms import opt_exact as exact_module
+from synergy_opt.mechanisms.opt import ROUTES, Opt
+from synergy_opt.mechanisms.opt.packing_route import bound_points, pack
+from synergy_opt.mechanisms.opt.transport import deploy
+from synergy_opt.solve import TerminationStatus, solve_pyomo
+from synergy_opt.types import RoundInstance
+from tests.conftest import ROOT
+from tests.strategies import round_instances
+
+#: The proven optimum of split penalties 128 GPUs seed 4 (= its full-server bound).
+OPTIMUM_SEED4: float = 58.467
+
+
+def _md_names() -> set[str]:
+    text = (ROOT / "formulations" / "packing.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
+
+
+def _random_points(
+    draw: st.DrawFn, inst: RoundInstance
+) -> tuple[dict[str, tuple[int, float, float]], frozenset[str]]:
+    """A grid point per job (mostly from the lower half of its grid, so that both verdicts
+    come up) and a random set of multi-GPU jobs to spread."""
+    points: dict[str, tuple[int, float, float]] = {}
+    spread: set[str] = set()
+    for job in inst.jobs:
+        w = job.sensitivity
+        low = draw(st.booleans())
+        c = draw(st.sampled_from(w.cpus[: max(1, len(w.cpus) // 2)] if low else w.cpus))
+        m = draw(st.sampled_from(w.mem_gb[: max(1, len(w.mem_gb) // 2)] if low else w.mem_gb))
+        points[job.id] = (c, m, w.lookup(c, m))
+        if job.gpus >= 2 and draw(st.booleans()):
+            spread.add(job.id)
+    return points, frozenset(spread)
+
+
+@st.composite
+def packing_cases(draw: st.DrawFn) -> tuple[RoundInstance, packing.PackingData]:
+    inst = draw(round_instances(min_jobs=1, max_jobs=5, max_servers=3, penalties=False))
+    points, spread = _random_points(draw, inst)
+    return inst, packing.packing_data(inst, inst.jobs, points, spread)
+
+
+def test_pyomo_component_names_match_markdown() -> None:
+    inst = family_round("multi-gpu", 32, 0)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    data = packing.packing_data(inst, ctx.runnable, ctx.points, ctx.spread_ids | {"x"})
+    m = packing.build_packing(data)
+    names = {
+        c.local_name
+        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
+    }
+    assert names == _md_names()
+
+
+def test_cp_sat_rows_carry_the_markdown_names() -> None:
+    inst = family_round("split-penalty", 32, 1)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    spread = {j.id for j in ctx.runnable if j.gpus >= 2}
+    data = packing.packing_data(inst, ctx.runnable, ctx.points, spread)
+    assert data.spread and data.groups
+    proto = build_packing_cp(data, fewest_parts=True).model.proto
+    rows = {c.name.split("[")[0] for c in proto.constraints}
+    variables = {v.name.split("[")[0] for v in proto.variables}
+    assert rows | variables | {"pk0_fewest_parts"} == _md_names()
+    assert len(proto.objective.vars) > 0  # (pk0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(packing_cases())
+def test_cp_sat_packs_exactly_when_the_reference_does(
+    case: tuple[RoundInstance, packing.PackingData],
+) -> None:
+    inst, data = case
+    ref = solve_pyomo(packing.build_packing(data))
+    got = solve_packing(data, deterministic_s=5.0)
+    assert got.status in (TerminationStatus.OPTIMAL, TerminationStatus.INFEASIBLE)
+    assert (got.status is TerminationStatus.OPTIMAL) == (ref.status is TerminationStatus.OPTIMAL), (
+        ref.status,
+        got.status,
+    )
+    if got.plan is not None:
+        points = {
+            j: (g.cpus, g.mem_gb, 0.0) for g in data.groups for j in (x.id for x in g.jobs)
+        } | {sj.job.id: (sj.cpus, sj.mem_gb, 0.0) for sj in data.spread}
+        assert set(got.plan) == set(points)
+        gpus = {j.id: j.gpus for j in inst.jobs}
+        assert all(sum(k for _, k in parts) == gpus[j] for j, parts in got.plan.items())
+        whole = {j for g in data.groups for j in (x.id for x in g.jobs)}
+        assert all(len(got.plan[j]) == 1 for j in whole)
+        assert deploy(inst, got.plan, points) is not None  # the max-flow agrees
+
+
+def test_the_same_round_gives_the_same_packing() -> None:
+    ctx = Opt().context(family_round("multi-gpu", 128, 7))
+    assert ctx is not None
+    first, again = pack(ctx, bound_points(ctx)), pack(ctx, bound_points(ctx))
+    assert first.status is TerminationStatus.OPTIMAL
+    assert first.plan == again.plan
+
+
+def test_packing_is_the_first_late_route() -> None:
+    late = [name for name, r in ROUTES.items() if r.late]
+    assert late[0] == "packing"
+
+
+def test_opt_reaches_the_full_server_optimum_by_packing() -> None:
+    inst = family_round("split-penalty", 128, 4)
+    got = make_mechanism("opt").allocate(inst)
+    assert got.upper_bound == pytest.approx(OPTIMUM_SEED4, abs=1e-6)
+    assert got.total_throughput == pytest.approx(OPTIMUM_SEED4, abs=1e-6)  # was 58.296
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_opt_reaches_the_bound_on_a_multi_gpu_round_by_packing() -> None:
+    inst = family_round("multi-gpu", 128, 7)
+    got = make_mechanism("opt").allocate(inst)
+    assert got.total_throughput == pytest.approx(92.67, abs=1e-6)  # was 92.17
+    assert got.upper_bound == pytest.approx(92.67, abs=1e-6)
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_opt_exact_proves_by_packing_where_the_clock_cut_opt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At a 30-s limit ``opt`` still gets 1 s here (``PATTERN_OPT_CAP_S``): cut, below its
+    bound, so the packing runs and the answer is proven without a search."""
+    inst = family_round("split-penalty", 128, 4)
+    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt_exact"):
+        got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30.0)).allocate(inst)
+    assert got.total_throughput == pytest.approx(OPTIMUM_SEED4, abs=1e-6)
+    assert got.upper_bound == pytest.approx(OPTIMUM_SEED4, abs=1e-6)
+    assert got.notes == ()
+    assert "opt's answer meets its bound" in caplog.text
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_opt_exact_runs_no_search_where_opt_meets_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_search(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("searched a round opt had proven")
+
+    monkeypatch.setattr(exact_module, "solve_counting", no_search)
+    monkeypatch.setattr(exact_module, "branch_and_price", no_search)
+    inst = family_round("multi-gpu", 128, 1)  # opt reaches its bound 95.04 at once
+    got = make_mechanism("opt-exact").allocate(inst)
+    assert got.total_throughput == pytest.approx(95.04, abs=1e-6)
+    assert got.upper_bound == pytest.approx(95.04, abs=1e-6)
+    assert got.notes == ()
