@@ -70,16 +70,21 @@ def packing_data(
     jobs: Sequence[Job],
     points: Mapping[str, Point],
     spread: Collection[str],
+    servers: Mapping[str, Sequence[int]] | None = None,
 ) -> PackingData:
     """Group ``jobs`` (whole ones by GPUs, point and allowed servers, in first-seen order;
-    ids in ``spread`` one by one) for the packing models.  A whole job's servers are those
-    it may use that hold its GPUs, cores and memory alone."""
+    ids in ``spread`` one by one) for the packing models.  A job's servers are those it may
+    use (``servers[job id]`` where given), a whole job's only those that hold its GPUs,
+    cores and memory alone."""
     srv = inst.cluster.servers
     by_key: dict[tuple[int, int, float, tuple[int, ...]], list[Job]] = {}
     spreads: list[SpreadJob] = []
     for job in jobs:
         c, m, _ = points[job.id]
-        allowed = tuple(s for s, server in enumerate(srv) if job.may_use(server))
+        if servers is not None and job.id in servers:
+            allowed = tuple(servers[job.id])
+        else:
+            allowed = tuple(s for s, server in enumerate(srv) if job.may_use(server))
         if job.id in spread:
             spreads.append(SpreadJob(job, int(c), float(m), allowed))
             continue
@@ -90,8 +95,8 @@ def packing_data(
         )
         by_key.setdefault((job.gpus, int(c), float(m), fits), []).append(job)
     groups = tuple(WholeGroup(tuple(js), g, c, m, fits) for (g, c, m, fits), js in by_key.items())
-    servers = tuple((s.gpus, int(s.cpus), float(s.mem_gb)) for s in srv)
-    return PackingData(groups, tuple(spreads), servers)
+    shapes = tuple((s.gpus, int(s.cpus), float(s.mem_gb)) for s in srv)
+    return PackingData(groups, tuple(spreads), shapes)
 
 
 def build_packing(data: PackingData) -> pyo.ConcreteModel:
