@@ -1012,3 +1012,31 @@ def test_neighbourhoods_of_two_sizes_reach_the_multi_gpu_optimum(
     assert make_mechanism("opt").allocate(inst).total_throughput >= (1 - 1e-4) * exact.objective
     monkeypatch.setattr(neighbourhood, "LNS_SERVERS", (6,))
     assert make_mechanism("opt").allocate(inst).total_throughput < 0.99 * exact.objective
+
+
+def test_an_answer_of_part_of_the_runnable_set_is_checked_without_its_bound() -> None:
+    """Fuzz seed 174 (mixed shapes, per-server rule, Gavel split penalties): the whole
+    runnable set cannot be scheduled, and ``opt``'s answer for part of it (2.7418) was
+    refused by the checker for exceeding the whole set's bound 2.1418, which it did not
+    need to claim; TUNE's 0.5418 was returned.  The bound is dropped before the check."""
+    inst = load_instance(Path(__file__).parent / "data" / "fuzz" / "subset-bound.json")
+    got = run("opt", inst)
+    assert got.total_throughput == approx(2.7418)
+    assert got.upper_bound is None
+    assert not any("failed the check" in n for n in got.notes)
+    assert any("only part of the runnable set" in n for n in got.notes)
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_re_optimised_points_keep_each_job_floor_as_placed() -> None:
+    """Fuzz seed 50 (mixed shapes, per-server rule): the spread move re-optimised a 4-GPU
+    job spread over a 1-GPU server of 8 cores and a 4-GPU server at the pooled floor (the
+    smallest over the servers it may use); its split's floor is 0.66 and it got 0.6424, the
+    checker refused the answer and ``opt`` fell back to TUNE.  The re-optimisation now
+    reads each whole job's floor on its server and each spread job's on its split."""
+    inst = load_instance(Path(__file__).parent / "data" / "fuzz" / "placed-floor.json")
+    assert inst.per_server_shares
+    got = run("opt", inst)
+    assert got.notes == ()
+    assert got.total_throughput == approx(3.3)
+    assert check_allocation(inst, got, fair_share=True) == []

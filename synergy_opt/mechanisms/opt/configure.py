@@ -10,13 +10,15 @@ class k placed wholly on s (a class: interchangeable jobs, see ``class_key``):
     eq2[s]    sum c_q z[k,q] + sum_j f[j,s] <= C_s            (memory alike, eq3[s])
 
 Only points meeting the floor get a column (fair share; for a spread job, its penalised
-throughput must still reach the checker's floor), which is (5).  A spread job's cores and
-memory are flows over the servers it spans, the transportation view of
-:mod:`.transport`; the final integral split comes from there.
+throughput must still reach the checker's floor), which is (5); under the per-server rule
+the floor is the checker's as placed: a whole job's server's share, a spread job's split's.
+A spread job's cores and memory are flows over the servers it spans, the transportation
+view of :mod:`.transport`; the final integral split comes from there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synergy_opt.formulations.fast import class_key, useful_points
@@ -24,7 +26,7 @@ from synergy_opt.matrix import MatrixModel, matrix_model
 from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.solve import TerminationStatus
-from synergy_opt.types import PlacementPart
+from synergy_opt.types import Job, PlacementPart, RoundInstance
 
 #: Relative gap of the re-optimisation: its answer is a deployable point set, the bound of
 #: the round comes from the super-machine.
@@ -96,7 +98,7 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
         s = key[0]
         members = groups[key]
         first = jobs[members[0]]
-        pts = useful_points(first.sensitivity, inst.fair_share_throughput(first))
+        pts = useful_points(first.sensitivity, _whole_floor(inst, first, s))
         row = len(row_lo)
         row_lo.append(float(len(members)))
         row_hi.append(float(len(members)))
@@ -110,7 +112,7 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     for ji, jid in enumerate(spread):
         job = jobs[jid]
         pen = job.split_penalty
-        fair = inst.fair_share_throughput(job)
+        fair = inst.fair_share_throughput_on(job, _gpu_parts(inst, plan[jid]))
         required = fair * pen if ctx.must_spread(job) else fair
         pts = useful_points(job.sensitivity, required / pen)
         if not pts:
@@ -141,6 +143,21 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     return PointModel(
         plan, mm, tuple(owner), tuple(tuple(groups[k]) for k in group_keys), tuple(spread)
     )
+
+
+def _gpu_parts(inst: RoundInstance, parts: Sequence[tuple[int, int]]) -> list[PlacementPart]:
+    """(server index, GPUs) pairs as placement parts (cores and memory do not enter a
+    floor: under the per-server rule it is read at the sum of the servers' shares)."""
+    servers = inst.cluster.servers
+    return [PlacementPart(servers[s].name, k, 0, 0.0) for s, k in parts]
+
+
+def _whole_floor(inst: RoundInstance, job: Job, server: int) -> float:
+    """The checker's floor of ``job`` whole on ``server``: under the per-server rule on
+    mixed shapes that server's share, not the smallest over the servers the job may use
+    (fuzz seed 50: a whole 4-GPU job re-optimised at the pooled floor on a richer server
+    failed the check, and the answer fell back to TUNE)."""
+    return inst.fair_share_throughput_on(job, _gpu_parts(inst, ((server, job.gpus),)))
 
 
 def solve_points(
