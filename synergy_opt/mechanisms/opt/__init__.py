@@ -11,15 +11,15 @@
    last the exact counting model restricted to the super-machine's points
    (:mod:`.counting_route`, node-limited, on rounds small enough for it);
    and, only once the plans below (re-optimised) miss the target, the *late* routes:
-   first the tightest super-machine's points packed onto the servers by CP-SAT
-   (``packing``, :mod:`.packing_route`; a packing is worth that super-machine's optimum,
-   the bound); then on split-penalty rounds where a job filling every server it fits on
+   the counting model by relax-and-fix on larger mixed-shape rounds
+   (:mod:`.relax_fix_route`); the tightest super-machine's points packed onto the servers
+   by CP-SAT (``packing``, :mod:`.packing_route`; a packing is worth that super-machine's
+   optimum, the bound); on split-penalty rounds where a job filling every server it fits on
    strands the rest of it, the counting model over the points of a super-machine that
    charges it the whole server (``counting-full-servers``, :mod:`.full_servers`; that
-   model's bound also lowers the target and the reported bound); where the super-machine's
-   points cannot all be realised, the same counting model over each job's point and the
-   three best points below it (``counting-near``), and the counting model by relax-and-fix
-   on larger mixed-shape rounds (:mod:`.relax_fix_route`);
+   model's bound also lowers the target and the reported bound); and where the
+   super-machine's points cannot all be realised, the same counting model over each job's
+   point and the three best points below it (``counting-near``);
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum

@@ -52,9 +52,6 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound, full_server_optimum
-
-# Registered here, before this module's late routes, so that it is the first late route.
-from synergy_opt.mechanisms.opt.packing_route import packing_route  # noqa: F401
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import SolveResult, TerminationStatus
 from synergy_opt.types import PlacementPart
@@ -242,7 +239,7 @@ def _rounded(point: tuple[int, float]) -> tuple[int, float]:
 FULL_SERVERS_NODES: int = 50
 
 
-@route("counting-full-servers", spreads=True, spread_only=True, late=True)
+@route("counting-full-servers", spreads=True, spread_only=True, late=True, late_rank=2)
 def counting_full_servers_route(ctx: RoundContext) -> GpuPlan:
     """The counting model over the full-server super-machine's points, by relax-and-fix.
 
@@ -287,7 +284,7 @@ NEAR_NODES: int = 200
 NEAR_TIME_SHARE: float = 0.25
 
 
-@route("counting-near", spreads=True, spread_only=True, late=True)
+@route("counting-near", spreads=True, spread_only=True, late=True, late_rank=2)
 def counting_near_route(ctx: RoundContext) -> GpuPlan:
     """The counting model over each job's super-machine point and the points just below it.
 

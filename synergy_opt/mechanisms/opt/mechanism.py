@@ -44,7 +44,7 @@ from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.repair import repair
-from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from
+from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
@@ -859,8 +859,8 @@ class Opt:
         it is cheaper than the search and reaches the optimum where the search stops short
         (mixed shapes 128 GPUs seed 1191: 103.57 in 5.8 s CPU, where the search alone
         gets 103.50 in 20 s)."""
-        for r in ROUTES.values():
-            if not r.late or (r.spread_only and not any_spreads):
+        for r in late_routes():
+            if r.spread_only and not any_spreads:
                 continue
             try:
                 plan = r.plan(ctx)

@@ -54,27 +54,40 @@ class Route:
     doc: str
     spread_only: bool
     late: bool = False
+    #: Late routes run in this order (registry order among equals): cheap or narrow first.
+    late_rank: int = 0
 
 
 ROUTES: dict[str, Route] = {}
 
 
 def route(
-    name: str, *, spreads: bool, spread_only: bool | None = None, late: bool = False
+    name: str,
+    *,
+    spreads: bool,
+    spread_only: bool | None = None,
+    late: bool = False,
+    late_rank: int = 0,
 ) -> Callable[[RoutePlan], RoutePlan]:
-    """Register a rounding route under ``name`` (registry order is the order tried);
-    ``spread_only`` defaults to ``spreads``."""
+    """Register a rounding route under ``name`` (registry order is the order tried; late
+    routes by ``late_rank`` first, :func:`late_routes`); ``spread_only`` defaults to
+    ``spreads``."""
 
     def deco(fn: RoutePlan) -> RoutePlan:
         if name in ROUTES:
             raise ValueError(f"rounding route {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0]
-        ROUTES[name] = Route(
-            name, fn, spreads, doc, spreads if spread_only is None else spread_only, late
-        )
+        only = spreads if spread_only is None else spread_only
+        ROUTES[name] = Route(name, fn, spreads, doc, only, late, late_rank)
         return fn
 
     return deco
+
+
+def late_routes() -> list[Route]:
+    """The late routes in the order they are tried: by ``late_rank``, registry order among
+    equal ranks."""
+    return sorted((r for r in ROUTES.values() if r.late), key=lambda r: r.late_rank)
 
 
 def _spread_over(
