@@ -80,19 +80,15 @@ BOUND_SHARE: float = 0.85
 #: still left (split-penalty 128 seed 4 at 60 s: proven 58.467 from ``opt``'s 58.2069).
 RETRY_SHARE: float = 0.5
 #: Where the clock cut ``opt`` below its own bound, the packing of the tightest
-#: super-machine's points (``opt``'s first late route, :mod:`~.opt.packing_route`) runs on
-#: its own, first, with at most this share of the time left and
-#: :data:`PACKING_DETERMINISTIC_S`: where it packs them, its answer is that super-machine's
-#: optimum, a bound, so the round is proven there and then.  Split penalties 128 GPUs seed
+#: super-machine's points (``opt``'s late route, :mod:`~.opt.packing_route`, with its
+#: deterministic budget) runs on its own, first, with at most this share of the time left:
+#: where it packs them, its answer is that super-machine's optimum, a bound, so the round
+#: is proven there and then.  Split penalties 128 GPUs seed
 #: 4 at 10 s: ``opt`` at 1 s stops at 56.73 and the search at 57.94 (0.90 % gap); the
 #: packing (1.17 deterministic s) proves 58.467 in 3.2 s.  Where it finds none the search
 #: starts about 1.6 s later (seeds 1 and 2: proven in 3.8-4.1 and 7.3-7.9 s instead of
 #: 1.7 and 5.3-5.8 s).
 PACKING_SHARE: float = 0.3
-#: The packing's deterministic budget here, below the route's 2.0: on the 51 split-penalty
-#: rounds at 96-128 GPUs (seeds 1000-1199) whose points pack, 45 pack within 1.4
-#: deterministic seconds, 46 within 2.0; a failed packing costs its whole budget.
-PACKING_DETERMINISTIC_S: float = 1.5
 #: Where the clock cut the first ``opt`` and that retry does not run (limits up to about
 #: 15 s), the first search stops with this share of the time after TUNE and ``opt`` still
 #: to go, and ``opt`` runs again with all of it (if that is more than it had): the answer
@@ -257,7 +253,7 @@ def _packed(inst: RoundInstance, options: MechanismOptions, seconds: float) -> A
     if ctx is None:
         return None
     try:
-        plan = packing_plan(ctx, share=1.0, budget=PACKING_DETERMINISTIC_S)
+        plan = packing_plan(ctx, share=1.0)
         _, parts = Opt.deploy_plan(ctx, plan)
     except RoundingError as e:
         log.info("opt-exact on %s: packing: %s", inst.name, e)

@@ -38,14 +38,21 @@ from synergy_opt.types import THROUGHPUT_EPS, Job, PlacementPart
 
 log = logging.getLogger(__name__)
 
-#: CP-SAT's deterministic budget for a first packing (about seconds of one core; one
-#: worker, so the answer does not depend on the machine).  On 200 split-penalty rounds at
-#: 32-128 GPUs the packings found took at most 3.7 s on a loaded machine, most under 1 s.
-PACKING_DETERMINISTIC_S: float = 2.0
+#: CP-SAT's deterministic budget for a first packing (about a second of one core at 128
+#: GPUs; one worker, so the answer does not depend on the machine).  On the 51
+#: split-penalty rounds at 96-128 GPUs (seeds 1000-1199) whose points pack, 45 pack within
+#: 1.4 units and 46 within 2.0 (the slowest 3.1); a failed packing costs the whole budget,
+#: 1.5 units is 1.5-4.5 s at 128-512 GPUs.
+PACKING_DETERMINISTIC_S: float = 1.5
 #: The extra budget for a packing with fewer parts, started from the first one.
 FEWER_PARTS_DETERMINISTIC_S: float = 0.5
 #: Under a time limit, the share of what is left that each CP-SAT solve may use.
 PACKING_TIME_SHARE: float = 0.25
+#: The route declines rounds whose spread jobs have more (job, server) pairs than this: on
+#: the 512-GPU multi-GPU round seed 7 (5312 pairs, free-to-spread jobs over 64 servers) the
+#: packing spent 4.5 s of CPU and its whole budget finding none, where ``opt`` took 0.5 s
+#: without it; 128-GPU rounds have up to about 600 (multi-GPU seed 7: 304, the bound found).
+PACKING_MAX_SPREAD_PAIRS: int = 1500
 #: The full-server super-machine's points are packed where its optimum is below the pooled
 #: one by more than this (solver tolerance); otherwise its points are the pooled ones.
 FULL_SERVER_GAP: float = 1e-6
@@ -70,26 +77,27 @@ def bound_points(ctx: RoundContext) -> BoundPoints:
     return BoundPoints("pooled", ctx.points, ctx.spread_ids, ctx.optimum)
 
 
-def pack(
-    ctx: RoundContext,
-    bp: BoundPoints,
-    share: float = PACKING_TIME_SHARE,
-    budget: float = PACKING_DETERMINISTIC_S,
-) -> PackingResult:
-    """CP-SAT's packing of the runnable jobs at ``bp``'s points within ``budget``
-    deterministic seconds (then one with fewer parts, within
+def pack(ctx: RoundContext, bp: BoundPoints, share: float = PACKING_TIME_SHARE) -> PackingResult:
+    """CP-SAT's packing of the runnable jobs at ``bp``'s points within
+    :data:`PACKING_DETERMINISTIC_S` (then one with fewer parts, within
     :data:`FEWER_PARTS_DETERMINISTIC_S`), each solve with ``share`` of what is left of the
-    clock; a solve the clock cut is recorded in ``ctx.time_stops``."""
+    clock; a solve the clock cut is recorded in ``ctx.time_stops``.  Raises
+    :class:`RoundingError` above :data:`PACKING_MAX_SPREAD_PAIRS`."""
     free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
     data = packing_data(
         ctx.inst, ctx.runnable, bp.points, bp.spread | free, _floor_servers(ctx, bp)
     )
+    pairs = sum(len(sj.servers) for sj in data.spread)
+    if pairs > PACKING_MAX_SPREAD_PAIRS:
+        raise RoundingError(
+            f"skipped: {pairs} (spread job, server) pairs > {PACKING_MAX_SPREAD_PAIRS}"
+        )
 
     def limit() -> float | None:
         left = ctx.clock.left()
         return None if left is None else left * share
 
-    res = solve_packing(data, deterministic_s=budget, time_limit=limit())
+    res = solve_packing(data, deterministic_s=PACKING_DETERMINISTIC_S, time_limit=limit())
     if res.status is TerminationStatus.TIME_LIMIT:
         ctx.time_stops.append("packing")
     if res.plan is None or not data.spread:
@@ -165,17 +173,13 @@ def packing_route(ctx: RoundContext) -> GpuPlan:
     return packing_plan(ctx)
 
 
-def packing_plan(
-    ctx: RoundContext,
-    share: float = PACKING_TIME_SHARE,
-    budget: float = PACKING_DETERMINISTIC_S,
-) -> GpuPlan:
-    """:func:`packing_route` with ``share`` of the clock per solve and ``budget``
-    deterministic seconds (``opt-exact`` runs it on its own, with all of its clock)."""
+def packing_plan(ctx: RoundContext, share: float = PACKING_TIME_SHARE) -> GpuPlan:
+    """:func:`packing_route` with ``share`` of the clock per solve (``opt-exact`` runs it on
+    its own, with all of its clock)."""
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
     bp = bound_points(ctx)
-    res = pack(ctx, bp, share, budget)
+    res = pack(ctx, bp, share)
     log.info(
         "packing at the %s points (%.6g): %s in %.3f s (%.3f deterministic)",
         bp.name,
