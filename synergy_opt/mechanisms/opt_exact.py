@@ -37,7 +37,7 @@ from synergy_opt.formulations.patterns_fast import patterns_apply
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.opt.context import RoundingError, time_notes
-from synergy_opt.mechanisms.opt.packing_route import packing_plan
+from synergy_opt.mechanisms.opt.packing_route import FULL_SERVER_POINTS, bound_points, packing_plan
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import (
@@ -79,16 +79,20 @@ BOUND_SHARE: float = 0.85
 #: both answers, when at least this share of the time after TUNE and the first ``opt`` is
 #: still left (split-penalty 128 seed 4 at 60 s: proven 58.467 from ``opt``'s 58.2069).
 RETRY_SHARE: float = 0.5
-#: Where the clock cut ``opt`` below its own bound, the packing of the tightest
-#: super-machine's points (``opt``'s late route, :mod:`~.opt.packing_route`, with its
+#: Where the clock cut ``opt`` below its own bound and that bound comes from the
+#: full-server super-machine (a job fills every server it fits on, so the pooled points,
+#: the ones ``opt``'s cheap routes and the search's first bound aim at, are out of reach),
+#: the packing of its points (``opt``'s late route, :mod:`~.opt.packing_route`, with its
 #: deterministic budget) runs on its own, first, with at most this share of the time left:
 #: where it packs them, its answer is that super-machine's optimum, a bound, so the round
-#: is proven there and then.  Split penalties 128 GPUs seed
-#: 4 at 10 s: ``opt`` at 1 s stops at 56.73 and the search at 57.94 (0.90 % gap); the
-#: packing (1.17 deterministic s) proves 58.467 in 3.2 s.  Where it finds none the search
-#: starts about 1.6 s later (seeds 1 and 2: proven in 3.8-4.1 and 7.3-7.9 s instead of
-#: 1.7 and 5.3-5.8 s).
-PACKING_SHARE: float = 0.3
+#: is proven there and then.  Split penalties 128 GPUs seed 4 at 10 s: ``opt`` at 1 s stops
+#: at 56.73 and the search at 57.94 (0.90 % gap); the packing (1.17 deterministic s) proves
+#: 58.467 in 3.0 s.  Run on every round cut below its bound, a packing that found none
+#: cost the search 1.5 s or more: on a machine running slower, seed 3 then ended at 56.23
+#: (5.3 % gap) instead of 58.86, so pooled-point rounds are left to the search.  The share
+#: only matters on a slow machine (the deterministic budget ends the packing first): at 0.3
+#: seed 4's packing was cut there.
+PACKING_SHARE: float = 0.5
 #: Where the clock cut the first ``opt`` and that retry does not run (limits up to about
 #: 15 s), the first search stops with this share of the time after TUNE and ``opt`` still
 #: to go, and ``opt`` runs again with all of it (if that is more than it had): the answer
@@ -246,11 +250,14 @@ def _at_bound(a: Allocation, runnable: Sequence[Job]) -> bool:
 
 
 def _packed(inst: RoundInstance, options: MechanismOptions, seconds: float) -> Allocation | None:
-    """``opt``'s packing route on its own (:mod:`~.opt.packing_route`), deployed and
-    checked, within ``seconds``; ``None`` where it finds no packing or does not apply."""
+    """``opt``'s packing route on its own (:mod:`~.opt.packing_route`) at the full-server
+    super-machine's points, deployed and checked, within ``seconds``; ``None`` where it
+    finds no packing or the round's tightest super-machine is the pooled one."""
     opt = Opt(dataclasses.replace(options, time_limit_s=seconds))
     ctx = opt.context(inst, time_limit_s=seconds)
-    if ctx is None:
+    if ctx is None or any(j.sensitivity_by_type is not None for j in ctx.runnable):
+        return None
+    if bound_points(ctx).name != FULL_SERVER_POINTS:
         return None
     try:
         plan = packing_plan(ctx, share=1.0)

@@ -53,6 +53,8 @@ PACKING_TIME_SHARE: float = 0.25
 #: packing spent 4.5 s of CPU and its whole budget finding none, where ``opt`` took 0.5 s
 #: without it; 128-GPU rounds have up to about 600 (multi-GPU seed 7: 304, the bound found).
 PACKING_MAX_SPREAD_PAIRS: int = 1500
+#: :attr:`BoundPoints.name` of the full-server super-machine's points.
+FULL_SERVER_POINTS: str = "full-server"
 #: The full-server super-machine's points are packed where its optimum is below the pooled
 #: one by more than this (solver tolerance); otherwise its points are the pooled ones.
 FULL_SERVER_GAP: float = 1e-6
@@ -73,7 +75,7 @@ def bound_points(ctx: RoundContext) -> BoundPoints:
     below the pooled optimum, otherwise the pooled ones."""
     full = full_server_optimum(ctx)
     if full is not None and full.optimum < ctx.optimum - FULL_SERVER_GAP * max(1.0, ctx.optimum):
-        return BoundPoints("full-server", full.points, full.spread_ids, full.optimum)
+        return BoundPoints(FULL_SERVER_POINTS, full.points, full.spread_ids, full.optimum)
     return BoundPoints("pooled", ctx.points, ctx.spread_ids, ctx.optimum)
 
 
