@@ -209,9 +209,9 @@ def test_packing_keeps_per_server_floors_on_mixed_shapes() -> None:
     """Mixed shapes 64 GPUs seed 1021 (per-server share rule): a packing that ignored where
     a job's floor rises put a job worth 0.66 at its point on a server where its floor is 1;
     the checker refused the answer and ``opt`` fell back to TUNE's 40.3.  Servers whose
-    floor a job's point cannot keep are left out of its packing, and a split that raises a
-    spread job's floor is refused: ``opt`` reaches 52.11, the proven optimum (51.98 before
-    the route)."""
+    floor a job's point cannot keep are left out of its packing (and where a plan is
+    deployed, one whose split raises a spread job's floor is re-optimised): ``opt`` reaches
+    52.11, the proven optimum (51.98 before the route)."""
     inst = family_round("mixed-shapes", 64, 1021)
     assert inst.per_server_shares
     ctx = Opt().context(inst)
