@@ -450,9 +450,14 @@ class CountingResult:
         return (
             self.objective is not None
             and self.dual_bound is not None
-            and self.dual_bound - self.objective
-            <= EXACT_REL_GAP * max(1.0, abs(self.objective)) + 1e-9
+            and proven_within(self.objective, self.dual_bound)
         )
+
+
+def proven_within(objective: float, bound: float) -> bool:
+    """Whether ``bound`` proves ``objective`` optimal within :data:`EXACT_REL_GAP` (the one
+    rule for ``opt-exact``'s "proven")."""
+    return bound - objective <= EXACT_REL_GAP * max(1.0, abs(objective)) + 1e-9
 
 
 def _result(cm: CountingMatrix, res: SolveResult, build_s: float) -> CountingResult:

@@ -27,10 +27,8 @@ from typing import Any
 
 import pyomo.environ as pyo
 
+from synergy_opt.formulations.counting import Point
 from synergy_opt.types import Job, RoundInstance
-
-#: (cores, GB, throughput) of a job's grid point, as ``opt``'s routes carry it.
-Point = tuple[int, float, float]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ finds it in about a second.
 
 Memory is counted in :data:`MEM_UNIT_GB` units, demands rounded up and capacities down, so
 every packing found keeps every GB (the deployment max-flow checks it again).  One worker
-and a deterministic budget (:data:`~synergy_opt.formulations.packing_cp` callers pass it):
-the same model gives the same packing on every run and machine; a wall-clock limit, where
-given, can cut it short, and the result says so (``TIME_LIMIT``).
+and a deterministic budget (the caller's ``deterministic_s``): the same model gives the same
+packing on every run and machine; a wall-clock limit, where given, can cut it short, and
+the result says so (``TIME_LIMIT``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from synergy_opt.check import check_allocation
 from synergy_opt.deadline import warm_up
 from synergy_opt.formulations.branch_price import branch_and_price
-from synergy_opt.formulations.counting_fast import EXACT_REL_GAP, CountingResult, solve_counting
+from synergy_opt.formulations.counting_fast import (
+    CountingResult,
+    proven_within,
+    solve_counting,
+)
 from synergy_opt.formulations.patterns_fast import patterns_apply
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
@@ -238,14 +242,14 @@ def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
 
 
 def _at_bound(a: Allocation, runnable: Sequence[Job]) -> bool:
-    """Whether ``a`` schedules the runnable set within :data:`EXACT_REL_GAP` of its own
+    """Whether ``a`` schedules the runnable set within the proof gap of its own
     ``upper_bound`` with no note (a note says it was cut or its bound does not apply)."""
     ub = a.upper_bound
     return (
         ub is not None
         and not a.notes
         and {ja.id for ja in a.jobs} == {j.id for j in runnable}
-        and ub - a.total_throughput <= EXACT_REL_GAP * max(1.0, abs(a.total_throughput)) + 1e-9
+        and proven_within(a.total_throughput, ub)
     )
 
 
@@ -255,9 +259,8 @@ def _packed(inst: RoundInstance, options: MechanismOptions, seconds: float) -> A
     finds no packing or the round's tightest super-machine is the pooled one."""
     opt = Opt(dataclasses.replace(options, time_limit_s=seconds))
     ctx = opt.context(inst, time_limit_s=seconds)
-    if ctx is None or any(j.sensitivity_by_type is not None for j in ctx.runnable):
-        return None
-    if bound_points(ctx).name != FULL_SERVER_POINTS:
+    # (typed rounds have no full-server super-machine: bound_points gives the pooled one)
+    if ctx is None or bound_points(ctx).name != FULL_SERVER_POINTS:
         return None
     try:
         plan = packing_plan(ctx, share=1.0)

@@ -18,12 +18,17 @@ view of :mod:`.transport`; the final integral split comes from there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.matrix import MatrixModel, matrix_model
-from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    Point,
+    RoundContext,
+    RoundingError,
+    gpu_parts,
+)
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import Job, PlacementPart, RoundInstance
@@ -112,7 +117,7 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     for ji, jid in enumerate(spread):
         job = jobs[jid]
         pen = job.split_penalty
-        fair = inst.fair_share_throughput_on(job, _gpu_parts(inst, plan[jid]))
+        fair = inst.fair_share_throughput_on(job, gpu_parts(inst, plan[jid]))
         required = fair * pen if ctx.must_spread(job) else fair
         pts = useful_points(job.sensitivity, required / pen)
         if not pts:
@@ -145,19 +150,12 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     )
 
 
-def _gpu_parts(inst: RoundInstance, parts: Sequence[tuple[int, int]]) -> list[PlacementPart]:
-    """(server index, GPUs) pairs as placement parts (cores and memory do not enter a
-    floor: under the per-server rule it is read at the sum of the servers' shares)."""
-    servers = inst.cluster.servers
-    return [PlacementPart(servers[s].name, k, 0, 0.0) for s, k in parts]
-
-
 def _whole_floor(inst: RoundInstance, job: Job, server: int) -> float:
     """The checker's floor of ``job`` whole on ``server``: under the per-server rule on
     mixed shapes that server's share, not the smallest over the servers the job may use
     (fuzz seed 50: a whole 4-GPU job re-optimised at the pooled floor on a richer server
     failed the check, and the answer fell back to TUNE)."""
-    return inst.fair_share_throughput_on(job, _gpu_parts(inst, ((server, job.gpus),)))
+    return inst.fair_share_throughput_on(job, gpu_parts(inst, ((server, job.gpus),)))
 
 
 def solve_points(

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from synergy_opt.check import fair_share_floor
 from synergy_opt.formulations.fast import DemandClass, JobClass
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
-from synergy_opt.types import Allocation, Job, RoundInstance
+from synergy_opt.types import Allocation, Job, PlacementPart, RoundInstance
 
 if TYPE_CHECKING:
     from synergy_opt.mechanisms.opt.full_servers import FullServerOptimum
@@ -56,6 +57,21 @@ def time_notes(notes: Sequence[str]) -> list[str]:
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
 GpuPlan = Mapping[str, tuple[tuple[int, int], ...]]
+
+
+def gpu_parts(inst: RoundInstance, gpus: Sequence[tuple[int, int]]) -> list[PlacementPart]:
+    """(server index, GPUs) pairs as placement parts, for reading floors (cores and memory
+    do not enter one: under the per-server rule it is read at the sum of the servers'
+    shares)."""
+    servers = inst.cluster.servers
+    return [PlacementPart(servers[s].name, k, 0, 0.0) for s, k in gpus]
+
+
+def placed_floor(inst: RoundInstance, job: Job, gpus: Sequence[tuple[int, int]]) -> float:
+    """The checker's floor of ``job`` with ``gpus`` (server index, GPUs) pairs: under the
+    per-server rule on mixed shapes a whole job's is its server's, a spread job's its
+    split's (forced-split penalty included)."""
+    return fair_share_floor(inst, job, gpu_parts(inst, gpus))[1]
 
 
 class RoundingError(RuntimeError):

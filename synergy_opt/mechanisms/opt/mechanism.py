@@ -38,6 +38,7 @@ from synergy_opt.mechanisms.opt.context import (
     Point,
     RoundContext,
     RoundingError,
+    placed_floor,
     time_note,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
@@ -927,14 +928,10 @@ def _floors_kept(
     super-machine's points keep the smallest floor over the servers a job may use; under
     the per-server rule on mixed shapes a whole job's floor is its server's, a spread
     job's its split's (fuzz seeds 50 and 174 found answers refused by the checker)."""
-    inst = ctx.inst
-    names = [srv.name for srv in inst.cluster.servers]
     for jid, gpus in plan.items():
         job = jobs[jid]
-        parts = [PlacementPart(names[s], k, 0, 0.0) for s, k in gpus]
         w = points[jid][2] * (job.split_penalty if len(gpus) > 1 else 1.0)
-        floor = inst.fair_share_throughput_on(job, parts) * forced_split_factor(inst, job)
-        if w < floor - THROUGHPUT_EPS:
+        if w < placed_floor(ctx.inst, job, gpus) - THROUGHPUT_EPS:
             return False
     return True
 

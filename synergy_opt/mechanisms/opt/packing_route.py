@@ -27,14 +27,19 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from synergy_opt.check import fair_share_floor
 from synergy_opt.formulations.packing import packing_data
 from synergy_opt.formulations.packing_cp import PackingResult, solve_packing
-from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    Point,
+    RoundContext,
+    RoundingError,
+    placed_floor,
+)
 from synergy_opt.mechanisms.opt.full_servers import full_server_optimum
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import TerminationStatus
-from synergy_opt.types import THROUGHPUT_EPS, Job, PlacementPart
+from synergy_opt.types import THROUGHPUT_EPS, Job
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +140,13 @@ def _floor_servers(ctx: RoundContext, bp: BoundPoints) -> dict[str, tuple[int, .
     inst = ctx.inst
     if not inst.per_server_shares:
         return None
-    servers = inst.cluster.servers
     out: dict[str, tuple[int, ...]] = {}
     for job in ctx.runnable:
         value = _credited(job, bp) + THROUGHPUT_EPS
         out[job.id] = tuple(
             s
-            for s, srv in enumerate(servers)
-            if job.may_use(srv)
-            and fair_share_floor(inst, job, (PlacementPart(srv.name, job.gpus, 0, 0.0),))[1]
-            <= value
+            for s, srv in enumerate(inst.cluster.servers)
+            if job.may_use(srv) and placed_floor(inst, job, ((s, job.gpus),)) <= value
         )
     return out
 
