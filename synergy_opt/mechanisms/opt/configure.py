@@ -28,10 +28,11 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
     gpu_parts,
+    whole_share_floor,
 )
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.solve import TerminationStatus
-from synergy_opt.types import Job, PlacementPart, RoundInstance
+from synergy_opt.types import PlacementPart
 
 #: Relative gap of the re-optimisation: its answer is a deployable point set, the bound of
 #: the round comes from the super-machine.
@@ -103,7 +104,9 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
         s = key[0]
         members = groups[key]
         first = jobs[members[0]]
-        pts = useful_points(first.sensitivity, _whole_floor(inst, first, s))
+        # Under the per-server rule a whole job's floor is its server's (fuzz seed 50: a 4-GPU
+        # job re-optimised at the pooled floor on a richer server failed the check).
+        pts = useful_points(first.sensitivity, whole_share_floor(inst, first, s))
         row = len(row_lo)
         row_lo.append(float(len(members)))
         row_hi.append(float(len(members)))
@@ -148,14 +151,6 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     return PointModel(
         plan, mm, tuple(owner), tuple(tuple(groups[k]) for k in group_keys), tuple(spread)
     )
-
-
-def _whole_floor(inst: RoundInstance, job: Job, server: int) -> float:
-    """The checker's floor of ``job`` whole on ``server``: under the per-server rule on
-    mixed shapes that server's share, not the smallest over the servers the job may use
-    (fuzz seed 50: a whole 4-GPU job re-optimised at the pooled floor on a richer server
-    failed the check, and the answer fell back to TUNE)."""
-    return inst.fair_share_throughput_on(job, gpu_parts(inst, ((server, job.gpus),)))
 
 
 def solve_points(

@@ -67,6 +67,14 @@ def gpu_parts(inst: RoundInstance, gpus: Sequence[tuple[int, int]]) -> list[Plac
     return [PlacementPart(servers[s].name, k, 0, 0.0) for s, k in gpus]
 
 
+def whole_share_floor(inst: RoundInstance, job: Job, server: int) -> float:
+    """``job``'s fair-share throughput whole on ``server``: under the per-server rule on
+    mixed shapes that server's share, not the smallest over the servers the job may use
+    that the super-machine pools (the re-optimisation and the neighbourhood MIPs take it as
+    a whole job's floor there)."""
+    return inst.fair_share_throughput_on(job, gpu_parts(inst, ((server, job.gpus),)))
+
+
 def placed_floor(inst: RoundInstance, job: Job, gpus: Sequence[tuple[int, int]]) -> float:
     """The checker's floor of ``job`` with ``gpus`` (server index, GPUs) pairs: under the
     per-server rule on mixed shapes a whole job's is its server's, a spread job's its

@@ -35,7 +35,7 @@ import numpy as np
 from synergy_opt.check import forced_split_factor
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.matrix import matrix_model
-from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext
+from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, whole_share_floor
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import Job, PlacementPart
 
@@ -326,10 +326,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             # (the checker's), not the smallest over servers that ``fair`` pools: a point
             # below that floor on server s is no column there (mixed shapes, 32 GPUs, seed
             # 1174: a 0.1 point on a rich server failed the check and opt fell back to tune).
-            floor = [
-                inst.fair_share_throughput_on(first, (PlacementPart(servers[s].name, g, 0, 0.0),))
-                for s in range(len(servers))
-            ]
+            floor = [whole_share_floor(inst, first, s) for s in range(len(servers))]
             for c, m, w in useful_points(first.sensitivity, fair):
                 for s in allowed:
                     ub = min(len(members), int(servers[s].gpus // g))
