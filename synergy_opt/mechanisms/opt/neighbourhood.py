@@ -98,6 +98,14 @@ LNS_HIGHS_OPTIONS: Mapping[str, bool | int | float | str] = MappingProxyType(
 )
 #: Minimal relative gain for accepting a neighbourhood's answer.
 LNS_MIN_GAIN: float = 1e-7
+#: Under a time limit, the share of what is left that one neighbourhood MIP may use.  The
+#: node limit bounds each, but on mixed server shapes a node-limited MIP can still take
+#: seconds (6.7 s on a 96-GPU round): with the whole rest one such MIP took the time of the
+#: neighbourhoods after it.  Mixed shapes 96 GPUs at a 20-s limit, seeds 1006 and 1046:
+#: 90.08 and 88.49 (0.989 and 0.982 of the optima 91.07 and 90.09, proven at 150 s) ->
+#: 90.97 and 89.59 (0.999, 0.994); 0.1 and 0.5 gained less.  Without a limit nothing
+#: changes (node limits alone).
+LNS_TIME_SHARE: float = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +449,7 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
         mm,
         rel_gap=LNS_REL_GAP / 1000.0,
         node_limit=LNS_NODES,
+        time_share=LNS_TIME_SHARE,
         start=x0,
         # Only with spread slots (whose flow rows make the cuts): on pure packings (single-
         # GPU rounds) the small pool cost time (128 GPUs seed 7: 0.27 -> 0.64 s).
