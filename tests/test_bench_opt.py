@@ -5,31 +5,20 @@ limit not above the first one is refused."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_opt", ROOT / "bench" / "bench_opt.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up while being built
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import bench_module
 
 
 def test_an_unproven_round_is_solved_again_and_counted_late(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench = _bench()
+    bench = bench_module("bench_opt")
     real = bench.make_mechanism
     limits: list[float | None] = []
 
@@ -79,7 +68,7 @@ def test_an_unproven_round_is_solved_again_and_counted_late(
 def test_a_retry_limit_not_above_the_first_is_refused(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bench = _bench()
+    bench = bench_module("bench_opt")
     monkeypatch.setattr(
         sys,
         "argv",

@@ -4,28 +4,15 @@ promise (a mechanism whose answer is above its own bound)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_rounds", ROOT / "bench" / "fuzz_rounds.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up while being built
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import bench_module
 
 
 def test_a_few_seeds_run_clean(capsys: pytest.CaptureFixture[str]) -> None:
-    fz = _harness()
+    fz = bench_module("fuzz_rounds")
     assert fz.main(["--seeds", "0:6", "--servers", "1:4", "--exact-time-limit", "20"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     tried = int(last.split()[0])
@@ -34,7 +21,7 @@ def test_a_few_seeds_run_clean(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_draws_cover_what_they_claim() -> None:
     """Mixed shapes, GPU types, split penalties and both fair-share rules all occur."""
-    fz = _harness()
+    fz = bench_module("fuzz_rounds")
     drawn = [d for d in (fz.draw(s, (1, 8)) for s in range(60)) if d is not None]
     assert len(drawn) >= 40
     assert any(len({(s.gpus, s.cpus, s.mem_gb) for s in d.inst.cluster.servers}) > 1 for d in drawn)
@@ -47,7 +34,7 @@ def test_the_draws_cover_what_they_claim() -> None:
 def test_a_broken_promise_is_reported(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fz = _harness()
+    fz = bench_module("fuzz_rounds")
     real = fz.make_mechanism
 
     def lying(name: str, options: Any = None) -> Any:
