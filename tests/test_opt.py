@@ -835,19 +835,27 @@ def test_property_opt_within_one_percent_of_proven_optimum(family: str, seed: in
     assert alloc.upper_bound >= exact.objective - ABS_TOL
 
 
+def _balanced_split_penalty_32() -> tuple[Any, Any]:
+    """The 32-GPU split-penalty round (seed 0)'s context and ``balanced``'s plan at its
+    deployed points, the start the neighbourhood tests improve."""
+    from synergy_opt.generate import family_round
+    from synergy_opt.mechanisms.opt.neighbourhood import State, total_of
+
+    ctx = opt_mod.Opt().context(family_round("split-penalty", 32, seed=0))
+    assert ctx is not None
+    plan = opt_mod.ROUTES["balanced"].plan(ctx)
+    points, _ = opt_mod.Opt.deploy_plan(ctx, plan)
+    return ctx, State(plan, points, total_of(ctx, plan, points))
+
+
 def test_neighbourhood_search_spreads_a_job_when_its_cores_beat_the_penalty() -> None:
     """32-GPU split-penalty round (seed 0): every route keeps the penalised 6-GPU alexnet
     job whole (13.94, TUNE's total); the whole-round neighbourhood MIP spreads it over three
     servers for twice the cores, 1.75 x 0.92 > 1.0, reaching the proven optimum 14.55."""
-    from synergy_opt.generate import family_round
-    from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+    from synergy_opt.mechanisms.opt.neighbourhood import improve, placements
 
-    inst = family_round("split-penalty", 32, seed=0)
-    ctx = opt_mod.Opt().context(inst)
-    assert ctx is not None
-    plan = opt_mod.ROUTES["balanced"].plan(ctx)
-    points, _ = opt_mod.Opt.deploy_plan(ctx, plan)
-    state = State(plan, points, total_of(ctx, plan, points))
+    ctx, state = _balanced_split_penalty_32()
+    inst = ctx.inst
     assert state.total == approx(13.94)
     better = improve(ctx, state, ctx.optimum)
     assert better.total == approx(14.55)
@@ -866,17 +874,11 @@ def test_under_a_time_limit_a_neighbourhood_mip_leaves_most_of_the_time_to_the_n
     96 GPUs seed 1006 at 20 s: one node-limited MIP took 6.7 s of the rest, and the answer
     stayed at 0.989 of the optimum); without a limit none gets a time limit, and the answer
     is the same."""
-    from synergy_opt.generate import family_round
     from synergy_opt.mechanisms.opt import context
     from synergy_opt.mechanisms.opt.context import Clock
-    from synergy_opt.mechanisms.opt.neighbourhood import LNS_TIME_SHARE, State, improve, total_of
+    from synergy_opt.mechanisms.opt.neighbourhood import LNS_TIME_SHARE, improve
 
-    inst = family_round("split-penalty", 32, seed=0)
-    ctx = opt_mod.Opt().context(inst)
-    assert ctx is not None
-    plan = opt_mod.ROUTES["balanced"].plan(ctx)
-    points, _ = opt_mod.Opt.deploy_plan(ctx, plan)
-    state = State(plan, points, total_of(ctx, plan, points))
+    ctx, state = _balanced_split_penalty_32()
     limits: list[float | None] = []
     real = context.solve_matrix
 

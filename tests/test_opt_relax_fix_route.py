@@ -74,7 +74,8 @@ def test_route_runs_where_the_counting_routes_mip_found_nothing() -> None:
     one MIP finds no plan within its nodes; the route declined there too, and ``opt`` stayed
     at 0.980 of the optimum under a 20-s limit (63.84 after 28 s with none).  Relax-and-fix
     reaches the optimum, the super-machine's 64.15."""
-    ctx = Opt().context(family_round("mixed-shapes", 64, 1209))
+    inst = family_round("mixed-shapes", 64, 1209)
+    ctx = Opt().context(inst)
     assert ctx is not None
     with pytest.raises(RoundingError, match="without a solution"):
         counting_route(ctx)
@@ -83,9 +84,9 @@ def test_route_runs_where_the_counting_routes_mip_found_nothing() -> None:
     points, _ = Opt.deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(ctx.optimum, abs=1e-6)
     assert ctx.optimum == pytest.approx(64.15, abs=1e-6)
-    got = make_mechanism("opt").allocate(family_round("mixed-shapes", 64, 1209))
+    got = make_mechanism("opt").allocate(inst)
     assert got.total_throughput == pytest.approx(64.15, abs=1e-6)
-    assert check_allocation(family_round("mixed-shapes", 64, 1209), got, fair_share=True) == []
+    assert check_allocation(inst, got, fair_share=True) == []
 
 
 def test_route_runs_late() -> None:
