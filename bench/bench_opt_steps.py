@@ -1,7 +1,7 @@
 """Where a cold ``opt`` round's time goes, step by step, beside ``tune`` in one run.
 
 python bench/bench_opt_steps.py [--family multi-gpu] [--gpus 128] [--seeds 0:11]
-    [--passes 5] [--skip 7]
+    [--passes 5] [--skip 7] [--quick]
 
 Table 3 of ``bench/bench_opt.py`` says how much slower ``opt`` is than ``tune``; this says
 why.  The rounds are run cold (``Opt.forget_rounds()`` before each, as table 3 does), ``tune``
@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=_seeds, default=range(0, 11), help="A:B, B excluded (0:11)")
     ap.add_argument("--passes", type=int, default=5, help="passes over the rounds (5)")
     ap.add_argument("--skip", default="7", help="seeds left out, comma-separated (7)")
+    ap.add_argument("--quick", action="store_true", help="seeds 0:3, one pass (bench/run.py)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.seeds, args.passes = range(0, 3), 1
     if args.gpus < 32 or args.gpus % 32:
         ap.error(f"--gpus: family rounds come in multiples of 32 GPUs, got {args.gpus}")
     if args.passes < 1:

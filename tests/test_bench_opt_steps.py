@@ -36,3 +36,14 @@ def test_bad_arguments_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as e:
         steps.main(argv)
     assert e.value.code == 2
+
+
+def test_every_bench_script_takes_quick() -> None:
+    """``bench/run.py --quick`` passes ``--quick`` to every ``bench_*.py``; one that does not
+    take it would fail there (argparse's exit 2)."""
+    from tests.conftest import ROOT
+
+    scripts = sorted((ROOT / "bench").glob("bench_*.py"))
+    assert len(scripts) >= 6
+    missing = [p.name for p in scripts if '"--quick"' not in p.read_text()]
+    assert not missing, missing
