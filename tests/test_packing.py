@@ -225,3 +225,81 @@ def test_packing_keeps_per_server_floors_on_mixed_shapes() -> None:
     got = make_mechanism("opt").allocate(inst)
     assert got.total_throughput == pytest.approx(52.11, abs=1e-6)
     assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_a_packing_the_budget_missed_is_found_from_the_best_plan_so_far() -> None:
+    """Mixed shapes 96 GPUs seed 1086: the pooled super-machine's 86.15 is the optimum, but
+    from scratch CP-SAT finds no packing at its points within 20 units, and ``opt`` stopped
+    at hungry-spread's 85.19 (0.989 of it) after 20 s.  From that plan as a hint it packs
+    them within the first budget."""
+    inst = family_round("mixed-shapes", 96, 1086)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    bp = bound_points(ctx)
+    assert bp.value == pytest.approx(86.15, abs=1e-6)
+    assert pack(ctx, bp).status is TerminationStatus.LIMIT
+    best = ROUTES["hungry-spread"].plan(ctx)
+    hinted = pack(ctx, bp, hint=best)
+    assert hinted.status is TerminationStatus.OPTIMAL and hinted.plan is not None
+    assert set(hinted.plan) == {j.id for j in ctx.runnable}
+    got = make_mechanism("opt").allocate(inst)
+    assert got.total_throughput == pytest.approx(86.15, abs=1e-6)
+    assert got.upper_bound == pytest.approx(86.15, abs=1e-6)
+    assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_no_hint_is_tried_where_the_first_packing_is_found_or_refuted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hinted try runs only where the budget ran out: a packing found or proven not to
+    exist stays as it was (multi-GPU 128 GPUs seed 7 packs from scratch)."""
+    from synergy_opt.mechanisms.opt import packing_route
+
+    calls: list[bool] = []
+    real = packing_route.solve_packing
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("hint") is not None and not kwargs.get("fewest_parts"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packing_route, "solve_packing", counted)
+    ctx = Opt().context(family_round("multi-gpu", 128, 7))
+    assert ctx is not None
+    res = pack(ctx, bound_points(ctx), hint=ROUTES["balanced"].plan(ctx))
+    assert res.status is TerminationStatus.OPTIMAL
+    assert calls and not any(calls)  # the first packing and the fewer-parts one, no hinted try
+
+
+def _never_kept(*args: Any) -> Any:
+    raise AssertionError("the probe route finds no plan, so nothing is kept")
+
+
+def test_the_late_routes_see_the_best_plan_only_near_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hint is shared only from a plan within ``BEST_SO_FAR_MIN_SHARE`` of the
+    super-machine optimum: further off, the packing's second try lost its whole budget."""
+    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt.context import BEST_SO_FAR, BEST_SO_FAR_MIN_SHARE, RoundingError
+    from synergy_opt.mechanisms.opt.neighbourhood import State
+    from synergy_opt.mechanisms.opt.routes import Route
+
+    seen: list[object] = []
+
+    def probe(c: Any) -> Any:
+        seen.append(c.memo.get(BEST_SO_FAR))
+        raise RoundingError("probe")
+
+    monkeypatch.setattr(
+        mechanism, "late_routes", lambda: [Route("probe", probe, True, "", False, late=True)]
+    )
+    inst = family_round("multi-gpu", 32, 0)
+    for share in (BEST_SO_FAR_MIN_SHARE - 0.01, BEST_SO_FAR_MIN_SHARE + 0.01):
+        ctx = Opt().context(inst)
+        assert ctx is not None
+        plan = ROUTES["balanced"].plan(ctx)
+        state = State(plan, dict(ctx.points), share * ctx.optimum)
+        errors: list[str] = []
+        kept = Opt._late_routes(ctx, state, ctx.optimum, True, _never_kept, errors)
+        assert kept is state and errors == ["probe: probe"]
+    assert seen == [None, plan]

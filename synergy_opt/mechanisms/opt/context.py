@@ -105,6 +105,19 @@ class Clock:
         return max(self.limit - (time.perf_counter() - self.start), 1e-3)
 
 
+#: :attr:`RoundContext.memo`'s key for the best deployed plan before each late route, kept
+#: only where it is worth at least :data:`BEST_SO_FAR_MIN_SHARE` of the super-machine
+#: optimum (the packing route starts a second try from it).
+BEST_SO_FAR: str = "best so far"
+#: A plan further from the bound is too far from a packing to guide one: on 9 mixed-shape
+#: rounds at a 20-s limit (96-128 GPUs, seeds 1006-1298) whose first packing ran out of
+#: budget, the try from the best plan so far found the bound's packing on all 6 where that
+#: plan was at 0.971-0.994 of it (in 0.03-1.3 deterministic units) and on none of the 3 at
+#: 0.955-0.964, each of which lost its full budget (2.3-3 s) to the search after it
+#: (96 GPUs seed 1046: 89.09 -> 88.45 in two runs of three).
+BEST_SO_FAR_MIN_SHARE: float = 0.97
+
+
 @dataclass(frozen=True, slots=True)
 class RoundContext:
     """Everything a rounding route may read about one round (never mutated)."""
@@ -125,7 +138,8 @@ class RoundContext:
     max_fragmented: int
     options: MechanismOptions
     clock: Clock
-    #: Plans a route shares with another (the placement LP's, used by two routes).
+    #: Plans a route shares with another (the placement LP's, used by two routes; the best
+    #: deployed plan so far, :data:`BEST_SO_FAR`, which the late routes may start from).
     memo: dict[str, GpuPlan] = field(default_factory=dict, compare=False, repr=False)
     #: The full-server super-machine's solve, per ``bound`` flag (:mod:`.full_servers`): the
     #: counting route, the late target and the reported bound each ask for it, one MIP.

@@ -32,6 +32,8 @@ from synergy_opt.mechanisms.opt.configure import (
     solve_points,
 )
 from synergy_opt.mechanisms.opt.context import (
+    BEST_SO_FAR,
+    BEST_SO_FAR_MIN_SHARE,
     OPT_HIGHS_OPTIONS,
     Clock,
     GpuPlan,
@@ -863,6 +865,8 @@ class Opt:
         for r in late_routes():
             if r.spread_only and not any_spreads:
                 continue
+            if state is not None and state.total >= BEST_SO_FAR_MIN_SHARE * ctx.optimum:
+                ctx.memo[BEST_SO_FAR] = state.plan
             try:
                 plan = r.plan(ctx)
                 _within_cap(ctx, plan)
