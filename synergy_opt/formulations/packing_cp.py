@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -140,7 +141,7 @@ def solve_packing(
     deterministic_s: float,
     time_limit: float | None = None,
     fewest_parts: bool = False,
-    hint: Plan | None = None,
+    hint: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
 ) -> PackingResult:
     """A first packing of ``data`` within ``deterministic_s`` of CP-SAT's deterministic time
     (about seconds of one core) and, where given, ``time_limit`` wall seconds; with
@@ -171,7 +172,9 @@ def solve_packing(
     return PackingResult(status, None, seconds, dtime)
 
 
-def _add_hint(data: PackingData, pm: PackingModel, plan: Plan) -> None:
+def _add_hint(
+    data: PackingData, pm: PackingModel, plan: Mapping[str, tuple[tuple[int, int], ...]]
+) -> None:
     """``plan``'s values as CP-SAT's hint for every n and a variable."""
     for gr, got in zip(data.groups, pm.n, strict=True):
         on: dict[int, int] = {}
