@@ -33,6 +33,8 @@ UNIT_EPS: float = 1e-6
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
 Plan = dict[str, tuple[tuple[int, int], ...]]
+#: Any plan of that shape, only read (a hint).
+PlanView = Mapping[str, tuple[tuple[int, int], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,7 @@ def solve_packing(
     deterministic_s: float,
     time_limit: float | None = None,
     fewest_parts: bool = False,
-    hint: Mapping[str, tuple[tuple[int, int], ...]] | None = None,
+    hint: PlanView | None = None,
 ) -> PackingResult:
     """A first packing of ``data`` within ``deterministic_s`` of CP-SAT's deterministic time
     (about seconds of one core) and, where given, ``time_limit`` wall seconds; with
@@ -172,9 +174,7 @@ def solve_packing(
     return PackingResult(status, None, seconds, dtime)
 
 
-def _add_hint(
-    data: PackingData, pm: PackingModel, plan: Mapping[str, tuple[tuple[int, int], ...]]
-) -> None:
+def _add_hint(data: PackingData, pm: PackingModel, plan: PlanView) -> None:
     """``plan``'s values as CP-SAT's hint for every n and a variable."""
     for gr, got in zip(data.groups, pm.n, strict=True):
         on: dict[int, int] = {}

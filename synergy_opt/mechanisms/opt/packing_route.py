@@ -116,42 +116,39 @@ def pack(
             f"skipped: {pairs} (spread job, server) pairs > {PACKING_MAX_SPREAD_PAIRS}"
         )
 
-    def limit() -> float | None:
+    def solve(
+        budget: float, hint: GpuPlan | None = None, *, fewest_parts: bool = False
+    ) -> PackingResult:
+        """One CP-SAT solve with ``share`` of what is left; a cut by the clock recorded."""
         left = ctx.clock.left()
-        return None if left is None else left * share
+        res = solve_packing(
+            data,
+            deterministic_s=budget,
+            time_limit=None if left is None else left * share,
+            fewest_parts=fewest_parts,
+            hint=hint,
+        )
+        if res.status is TerminationStatus.TIME_LIMIT:
+            ctx.time_stops.append("packing")
+        return res
 
-    res = solve_packing(data, deterministic_s=PACKING_DETERMINISTIC_S, time_limit=limit())
-    if res.status is TerminationStatus.TIME_LIMIT:
-        ctx.time_stops.append("packing")
+    res = solve(PACKING_DETERMINISTIC_S)
     if (
         HINTED_PACKING
         and res.status is TerminationStatus.LIMIT
         and hint is not None
         and all(j.id in hint for j in ctx.runnable)
     ):
-        hinted = solve_packing(
-            data, deterministic_s=PACKING_DETERMINISTIC_S, time_limit=limit(), hint=hint
-        )
+        res = solve(PACKING_DETERMINISTIC_S, hint)
         log.info(
             "packing from the best plan so far: %s in %.3f s (%.3f deterministic)",
-            hinted.status,
-            hinted.seconds,
-            hinted.deterministic_s,
+            res.status,
+            res.seconds,
+            res.deterministic_s,
         )
-        if hinted.status is TerminationStatus.TIME_LIMIT:
-            ctx.time_stops.append("packing")
-        res = hinted
     if res.plan is None or not data.spread:
         return res
-    fewer = solve_packing(
-        data,
-        deterministic_s=FEWER_PARTS_DETERMINISTIC_S,
-        time_limit=limit(),
-        fewest_parts=True,
-        hint=res.plan,
-    )
-    if fewer.status is TerminationStatus.TIME_LIMIT:
-        ctx.time_stops.append("packing")
+    fewer = solve(FEWER_PARTS_DETERMINISTIC_S, res.plan, fewest_parts=True)
     if fewer.plan is not None and _parts(fewer.plan) < _parts(res.plan):
         return fewer
     return res
