@@ -248,11 +248,22 @@ def test_a_packing_the_budget_missed_is_found_from_the_best_plan_so_far() -> Non
     assert check_allocation(inst, got, fair_share=True) == []
 
 
+@pytest.mark.parametrize(
+    ("family", "gpus", "seed", "status"),
+    [
+        ("multi-gpu", 128, 7, TerminationStatus.OPTIMAL),  # packs from scratch
+        ("split-penalty", 64, 1153, TerminationStatus.INFEASIBLE),  # refuted at once
+    ],
+)
 def test_no_hint_is_tried_where_the_first_packing_is_found_or_refuted(
     monkeypatch: pytest.MonkeyPatch,
+    family: str,
+    gpus: int,
+    seed: int,
+    status: TerminationStatus,
 ) -> None:
     """The hinted try runs only where the budget ran out: a packing found or proven not to
-    exist stays as it was (multi-GPU 128 GPUs seed 7 packs from scratch)."""
+    exist stays as it was."""
     from synergy_opt.mechanisms.opt import packing_route
 
     calls: list[bool] = []
@@ -263,11 +274,11 @@ def test_no_hint_is_tried_where_the_first_packing_is_found_or_refuted(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(packing_route, "solve_packing", counted)
-    ctx = Opt().context(family_round("multi-gpu", 128, 7))
+    ctx = Opt().context(family_round(family, gpus, seed))
     assert ctx is not None
     res = pack(ctx, bound_points(ctx), hint=ROUTES["balanced"].plan(ctx))
-    assert res.status is TerminationStatus.OPTIMAL
-    assert calls and not any(calls)  # the first packing and the fewer-parts one, no hinted try
+    assert res.status is status
+    assert calls and not any(calls)  # the first packing (and a fewer-parts one), no hinted try
 
 
 def _never_kept(*args: Any) -> Any:
