@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +26,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCES = ROOT / "instances"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _logging_enabled_after_each_test() -> Iterator[None]:
+    """A bench script's ``main`` (its tests run it in-process) turns logging below WARNING
+    off for the whole process, as it should on the command line; the tests after it must
+    not inherit that (their ``caplog`` checks read INFO records)."""
+    yield
+    logging.disable(logging.NOTSET)
 
 
 def bench_module(name: str) -> ModuleType:
