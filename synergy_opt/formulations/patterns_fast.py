@@ -294,24 +294,9 @@ def build_master_matrix(
 
 def _highs(mm: MatrixModel) -> Any:
     """A silent HiGHS holding ``mm`` (fixed random seed: same model, same run)."""
-    import highspy
+    from synergy_opt.solve import highs_holding
 
-    from synergy_opt.solve import _new_highs
-
-    h = _new_highs()
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = mm.num_cols, mm.num_rows
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = mm.cost, mm.col_lower, mm.col_upper
-    lp.row_lower_, lp.row_upper_ = mm.row_lower, mm.row_upper
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = mm.a_start
-    lp.a_matrix_.index_ = mm.a_index
-    lp.a_matrix_.value_ = mm.a_value
-    lp.sense_ = highspy.ObjSense.kMaximize
-    if mm.is_mip:
-        kint, kcont = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
-        lp.integrality_ = [kint if b else kcont for b in mm.integer]
-    h.passModel(lp)
+    h = highs_holding(mm)
     h.setOptionValue("random_seed", 0)
     return h
 
