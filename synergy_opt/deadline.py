@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import pickle
 import sys
 import time
@@ -53,6 +54,15 @@ def _context() -> Any | None:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(list(PRELOAD))
     return ctx
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity where the platform says): a child
+    beside the caller's own work gains time only with two or more."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without affinity
+        return os.cpu_count() or 1
 
 
 def guard_available() -> bool:
@@ -110,6 +120,76 @@ def _child(conn: Connection, fn: Callable[..., Any], args: tuple[Any, ...]) -> N
         conn.close()
 
 
+class Child:
+    """A call running in a child process (:func:`start_child`): wait for its answer with
+    :meth:`result`, or :meth:`kill` it.  Where no child can be started the call has
+    already run in-process and :meth:`result` returns (or raises) what it gave."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._name = getattr(fn, "__name__", repr(fn))
+        self._t0 = time.perf_counter()
+        self._done: tuple[bool, Any] | None = None
+        self._proc: Any | None = None
+        self._recv: Connection | None = None
+        ctx = _context()
+        if ctx is None:
+            try:
+                self._done = (True, fn(*args))
+            except Exception as e:  # noqa: BLE001 - raised again by result(), as in a child
+                self._done = (False, e)
+            return
+        recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
+        with _main_left_out():
+            self._proc.start()
+        send.close()
+        self._recv = recv
+
+    def result(self, timeout_s: float) -> Any:
+        """The call's result, waiting at most ``timeout_s`` seconds for it; raises
+        :class:`DeadlineExceeded` (the child killed) or :class:`ChildFailed`, or the
+        call's own exception."""
+        if self._done is None:
+            assert self._recv is not None
+            try:
+                if not self._recv.poll(max(timeout_s, 0.0)):
+                    raise DeadlineExceeded(
+                        f"{self._name} still running after {time.perf_counter() - self._t0:.1f} s"
+                    )
+                try:
+                    self._done = self._recv.recv()
+                except EOFError as e:
+                    assert self._proc is not None
+                    self._proc.join(timeout=2.0)  # reaped, so that its exit code is known
+                    raise ChildFailed(f"child exited with code {self._proc.exitcode}") from e
+            finally:
+                self.kill()
+        ok, value = self._done
+        if not ok:
+            raise value
+        return value
+
+    def kill(self) -> None:
+        """Stop the child (if it still runs) and release its pipe; idempotent."""
+        if self._recv is not None:
+            self._recv.close()
+            self._recv = None
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.join(timeout=2.0 if self._done is not None else 0.0)  # an answered child exits
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        log.debug("child %s: %.3f s", self._name, time.perf_counter() - self._t0)
+
+
+def start_child(fn: Callable[..., Any], args: tuple[Any, ...]) -> Child:
+    """``fn(*args)`` started in a child process, the caller going on meanwhile (``fn`` and
+    ``args`` must pickle: a module-level function)."""
+    return Child(fn, args)
+
+
 def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float) -> T:
     """``fn(*args)`` in a child process, killed after ``deadline_s`` seconds.
 
@@ -118,32 +198,5 @@ def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: f
     can be started, see the module).  Raises :class:`DeadlineExceeded` when the child is
     killed and :class:`ChildFailed` when it died without an answer.
     """
-    ctx = _context()
-    if ctx is None:
-        return fn(*args)
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
-    t0 = time.perf_counter()
-    with _main_left_out():
-        proc.start()
-    send.close()
-    try:
-        if not recv.poll(max(deadline_s, 0.0)):
-            raise DeadlineExceeded(
-                f"{getattr(fn, '__name__', fn)} still running after {deadline_s:.1f} s"
-            )
-        try:
-            ok, value = recv.recv()
-        except EOFError as e:
-            proc.join(timeout=2.0)  # reaped, so that its exit code is known
-            raise ChildFailed(f"child exited with code {proc.exitcode}") from e
-    finally:
-        recv.close()
-        proc.join(timeout=2.0)  # a child that has sent its answer is exiting
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
-        log.debug("child %s: %.3f s", getattr(fn, "__name__", fn), time.perf_counter() - t0)
-    if not ok:
-        raise value
+    value: T = start_child(fn, args).result(deadline_s)
     return value

@@ -23,6 +23,8 @@ from synergy_opt.deadline import (
     DeadlineExceeded,
     guard_available,
     run_with_deadline,
+    start_child,
+    usable_cores,
 )
 from synergy_opt.matrix import matrix_model
 from synergy_opt.solve import TerminationStatus, guard_deadline, solve_matrix
@@ -113,3 +115,36 @@ def test_a_script_without_main_guard_is_not_re_run(tmp_path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["ran 5", "again 6"]
+
+
+def test_started_child_runs_beside_the_caller() -> None:
+    """start_child returns at once; the answer comes when asked for (opt-exact's opt beside
+    its search)."""
+    t0 = time.perf_counter()
+    child = start_child(time.sleep, (0.5,))
+    assert time.perf_counter() - t0 < 0.45  # not waited for
+    assert child.result(30.0) is None
+    assert time.perf_counter() - t0 >= 0.5
+    assert start_child(operator.mul, (6, 7)).result(30.0) == 42
+
+
+def test_killed_child_is_gone_at_once() -> None:
+    import multiprocessing as mp
+
+    child = start_child(time.sleep, (60,))
+    t0 = time.perf_counter()
+    child.kill()
+    child.kill()  # idempotent
+    assert time.perf_counter() - t0 < 5.0
+    assert not mp.active_children()
+
+
+def test_started_child_raises_as_in_process() -> None:
+    with pytest.raises(ValueError):
+        start_child(int, ("x",)).result(30.0)
+    with pytest.raises(DeadlineExceeded):
+        start_child(time.sleep, (60,)).result(0.3)
+
+
+def test_usable_cores_is_at_least_one() -> None:
+    assert usable_cores() >= 1
