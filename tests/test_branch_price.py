@@ -509,13 +509,21 @@ def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> Non
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
-def test_opt_exact_runs_a_cut_opt_again_with_the_time_left(monkeypatch: Any) -> None:
+@pytest.mark.parametrize("beside", [False, True])
+def test_opt_exact_runs_a_cut_opt_again_with_the_time_left(monkeypatch: Any, beside: bool) -> None:
     """At a limit where the full-share retry does not run (10 s), an ``opt`` the clock cut
     makes the first search keep ``LATE_OPT_RESERVE`` of the time back; unproven, ``opt``
     runs again with all that is left and its better answer is the floor (split penalties
-    128 GPUs seed 3: 58.8648 where the search alone returned 57.94-58.36)."""
+    128 GPUs seed 3: 58.8648 where the search alone returned 57.94-58.36).  With ``opt``
+    beside the search (two cores, a child process) there is no reserve and no late ``opt``:
+    the search gets the time, and the child's answer is the floor."""
+    from synergy_opt.deadline import guard_available
     from synergy_opt.mechanisms.opt.context import time_note
 
+    if beside and not guard_available():
+        pytest.skip("no child processes on this platform")
+    monkeypatch.setattr(opt_exact, "OPT_BESIDE", beside)
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
     inst = family_round("split-penalty", 32, 0)
     limits: list[float | None] = []
     answers: list[float] = []
@@ -554,10 +562,21 @@ def test_opt_exact_runs_a_cut_opt_again_with_the_time_left(monkeypatch: Any) -> 
     real_counting = opt_exact.solve_counting
     monkeypatch.setattr(opt_exact, "make_mechanism", first_opt_cut)
     monkeypatch.setattr(opt_exact, "branch_and_price", search_cut_short)
-    monkeypatch.setattr(
-        opt_exact, "solve_counting", lambda *a, **kw: counted.append(1) or real_counting(*a, **kw)
-    )
+
+    def counting_cut_short(*a: Any, **kw: Any) -> Any:
+        counted.append(1)
+        return real_counting(*a, **{**kw, "time_limit": 0.05})
+
+    monkeypatch.setattr(opt_exact, "solve_counting", counting_cut_short)
     alloc = opt_exact.OptExact(MechanismOptions(time_limit_s=10.0)).allocate(inst)
+    if beside:
+        assert len(budgets) == 1 and budgets[0] > 10.0 * (1 - opt_exact.LATE_OPT_RESERVE)
+        assert len(limits) == 1  # no late opt here: it ran in the child
+        # the searches were cut to nothing, the first opt was TUNE's; the child's opt
+        # finds this round's optimum (14.55, proven by opt-exact unhindered)
+        assert alloc.total_throughput == pytest.approx(14.55, rel=1e-6)
+        assert check_allocation(inst, alloc, fair_share=True) == []
+        return
     assert len(budgets) == 1 and budgets[0] <= 10.0 * (1 - opt_exact.LATE_OPT_RESERVE)
     assert len(limits) == 2 and limits[0] == pytest.approx(opt_exact.PATTERN_OPT_CAP_S)
     assert limits[1] is not None and limits[1] > 10.0 * opt_exact.LATE_OPT_RESERVE * 0.9

@@ -1,0 +1,102 @@
+"""``opt`` beside ``opt-exact``'s search (mechanisms/opt_exact.py, OPT_BESIDE): its answer
+floors the result where the search does not prove one, its child is stopped when it does."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+from typing import Any
+
+import pytest
+
+import synergy_opt.mechanisms.opt_exact as opt_exact
+from synergy_opt.check import check_allocation
+from synergy_opt.deadline import ChildFailed, guard_available
+from synergy_opt.generate import family_round
+from synergy_opt.mechanisms import make_mechanism
+from synergy_opt.mechanisms.base import MechanismOptions
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.types import Allocation
+
+
+class _Stub:
+    """A finished child: ``result`` gives ``value`` (or raises it)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.killed = False
+
+    def result(self, timeout_s: float) -> Any:
+        if isinstance(self.value, BaseException):
+            raise self.value
+        return self.value
+
+    def kill(self) -> None:
+        self.killed = True
+
+
+def _answers() -> tuple[Any, Allocation, Allocation]:
+    inst = family_round("split-penalty", 32, 4)
+    tune = make_mechanism("tune", MechanismOptions()).allocate(inst)
+    opt = make_mechanism("opt", MechanismOptions()).allocate(inst)
+    assert opt.total_throughput > tune.total_throughput
+    return inst, tune, opt
+
+
+def test_the_better_answer_and_the_smaller_bound_are_kept() -> None:
+    inst, tune, opt = _answers()
+    runnable = select_runnable(inst)
+    assert opt.upper_bound is not None
+    low = dataclasses.replace(tune, upper_bound=opt.upper_bound + 5.0)
+    got = opt_exact._with_beside(inst, low, _Stub(opt), 0.0, runnable)  # type: ignore[arg-type]
+    assert got.total_throughput == opt.total_throughput
+    assert got.upper_bound == opt.upper_bound
+    # the search's answer stays where the child's is lower, with the smaller bound
+    high = dataclasses.replace(opt, upper_bound=opt.upper_bound - 1e-3)
+    kept = opt_exact._with_beside(inst, high, _Stub(tune), 0.0, runnable)  # type: ignore[arg-type]
+    assert kept.total_throughput == opt.total_throughput
+    assert kept.upper_bound == opt.upper_bound - 1e-3
+
+
+def test_a_failed_child_changes_nothing() -> None:
+    inst, tune, _ = _answers()
+    got = opt_exact._with_beside(
+        inst,
+        tune,
+        _Stub(ChildFailed("died")),
+        0.0,
+        select_runnable(inst),  # type: ignore[arg-type]
+    )
+    assert got is tune
+
+
+def test_no_child_on_one_core_or_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    inst = family_round("split-penalty", 32, 4)
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 1)
+    assert opt_exact._opt_beside(inst, MechanismOptions(), 5.0) is None
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "OPT_BESIDE", False)
+    assert opt_exact._opt_beside(inst, MechanismOptions(), 5.0) is None
+
+
+@pytest.mark.skipif(not guard_available(), reason="no forkserver on this platform")
+def test_search_that_proves_stops_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split penalties 32 GPUs seed 4: opt's first answer is not at its bound, so the child
+    starts; the search proves 8.6 and the child is stopped, not waited for."""
+    started: list[Any] = []
+    real = opt_exact.start_child
+
+    def spy(fn: Any, args: tuple[Any, ...]) -> Any:
+        started.append(real(fn, args))
+        return started[-1]
+
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "start_child", spy)
+    inst = family_round("split-penalty", 32, 4)
+    got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert len(started) == 1
+    assert got.solve_seconds is not None and got.solve_seconds < 20  # not the child's 27 s
+    assert not mp.active_children()
+    assert got.upper_bound is not None and abs(got.total_throughput - got.upper_bound) < 1e-6
+    assert abs(got.total_throughput - 8.6) < 1e-6
+    assert check_allocation(inst, got, fair_share=True) == []
