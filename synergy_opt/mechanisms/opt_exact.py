@@ -160,10 +160,9 @@ class OptExact:
         heuristic = _run_opt(inst, dataclasses.replace(self.options, time_limit_s=opt_s))
         opt_cut = bool(time_notes(heuristic.notes))
         before_packing = max(limit - (time.perf_counter() - t0), 1e-3)
-        beside = None
-        if not _at_bound(heuristic, runnable):
-            beside = _opt_beside(inst, self.options, before_packing)
-        if opt_cut and not _at_bound(heuristic, runnable):
+        missed = not _at_bound(heuristic, runnable)
+        beside = _opt_beside(inst, self.options, before_packing) if missed else None
+        if opt_cut and missed:
             packed = _packed(inst, self.options, before_packing * PACKING_SHARE)
             if packed is not None and packed.total_throughput > heuristic.total_throughput:
                 heuristic = dataclasses.replace(packed, upper_bound=heuristic.upper_bound)
@@ -234,20 +233,23 @@ class OptExact:
         # one below the counting model's incumbent is no bound (the per-server floors of a
         # spread job can be lower than the plain super-machine's) and is left out, said.
         if beside is not None:
-            if res.proven:
+            # proven already (by the search's bound or opt's): the child is not waited for
+            if _proven_with(res, _below_incumbent(res, heuristic.upper_bound)):
                 beside.kill()
             else:
                 heuristic = _with_beside(inst, heuristic, beside, t0 + limit, runnable)
-        theirs = heuristic.upper_bound
+        theirs = _below_incumbent(res, heuristic.upper_bound)
         notes: list[str] = []
-        if theirs is not None and res.objective is not None and theirs < res.objective - 1e-9:
-            notes.append(f"opt's bound {theirs:.6g} is below the incumbent {res.objective:.6g}")
+        if theirs is None and heuristic.upper_bound is not None:
+            notes.append(
+                f"opt's bound {heuristic.upper_bound:.6g} is below the incumbent "
+                f"{res.objective:.6g}"
+            )
             log.warning("opt-exact on %s: %s", inst.name, notes[-1])
-            theirs = None
         bounds = [b for b in (res.dual_bound, theirs) if b is not None]
         upper = min(bounds) if bounds else None
         # opt's bound can prove the counting incumbent when the MIP's own dual bound cannot.
-        proven_by_bound = dataclasses.replace(res, dual_bound=upper).proven
+        proven_by_bound = _proven_with(res, theirs)
         if not proven_by_bound:
             notes.append(
                 f"counting model not proven optimal: {res.status} ({res.solver}), "
@@ -307,15 +309,31 @@ def _with_beside(
         log.info("opt-exact on %s: opt beside the search gave nothing: %s", inst.name, e)
         return heuristic
     log.info("opt-exact on %s: opt beside the search: %.6g", inst.name, got.total_throughput)
+    # a bound covers the runnable set: an answer of part of it has none (_bound_for)
     bounds = [
         b
         for a in (heuristic, got)
-        if (b := a.upper_bound) is not None and {ja.id for ja in a.jobs} == {j.id for j in runnable}
+        if (b := _bound_for(inst, a, a.upper_bound, [], runnable=runnable)[0]) is not None
     ]
     upper = min(bounds) if bounds else heuristic.upper_bound
     if got.total_throughput > heuristic.total_throughput + THROUGHPUT_EPS:
         return dataclasses.replace(got, upper_bound=upper)
     return dataclasses.replace(heuristic, upper_bound=upper)
+
+
+def _below_incumbent(res: CountingResult, theirs: float | None) -> float | None:
+    """``opt``'s bound ``theirs``, or ``None`` where it is below the counting incumbent
+    (then no bound: a spread job's per-server floors can be lower than the plain
+    super-machine's)."""
+    if theirs is not None and res.objective is not None and theirs < res.objective - 1e-9:
+        return None
+    return theirs
+
+
+def _proven_with(res: CountingResult, theirs: float | None) -> bool:
+    """Whether ``res``'s incumbent is proven by the smaller of its bound and ``theirs``."""
+    bounds = [b for b in (res.dual_bound, theirs) if b is not None]
+    return dataclasses.replace(res, dual_bound=min(bounds) if bounds else None).proven
 
 
 def _at_bound(a: Allocation, runnable: Sequence[Job]) -> bool:
