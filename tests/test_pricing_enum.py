@@ -210,3 +210,32 @@ def test_within_caps_are_the_mips_per_column_maxima(delta: float) -> None:
                 assert over is None or over <= ref - delta + REL_TOL, (j, c)
                 fixed += c == 0
     assert kept > 0 and fixed > 0  # some columns kept, some fixed: not vacuous
+
+
+def test_the_pricing_mips_options_keep_its_optimum() -> None:
+    """The pricing MIP's options (heuristics off, a small cut pool, no restart: 3x faster
+    on the rounds priced by the MIP) are all accepted by HiGHS, and they change no
+    optimum: HiGHS with its defaults (presolve off, as before) proves the same values on
+    random prices of a round whose table is too long for enumeration."""
+    import highspy
+
+    from synergy_opt.formulations.patterns_fast import PRICING_HIGHS_OPTIONS, _highs
+
+    data = _data(128, 8)
+    s = server_shapes(data)[0][0]
+    assert PatternTable.build(data, s) is None  # this round is priced by the MIP
+    pm, pcols, _ = build_pricing_matrix(data, s, _zero_prices(data))
+    rng = np.random.default_rng(8)
+    for _ in range(12):
+        mm = dataclasses.replace(pm, cost=_random_costs(data, s, pcols, rng))
+        mine, sols = _pricing_solve(mm, None)
+        h = _highs(mm)
+        for key, value in (("presolve", "off"), ("mip_rel_gap", 1e-9), ("mip_abs_gap", 1e-9)):
+            h.setOptionValue(key, value)
+        h.run()
+        ref = h.getInfo().objective_function_value
+        assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+        assert mine == pytest.approx(ref, rel=REL_TOL, abs=REL_TOL)
+        assert float(mm.cost @ sols[0]) == pytest.approx(mine, rel=REL_TOL, abs=REL_TOL)
+        assert _violation(mm, sols[0]) <= FEAS_TOL
+    assert set(PRICING_HIGHS_OPTIONS) >= {"presolve", "mip_heuristic_run_rins"}
