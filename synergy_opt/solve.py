@@ -169,6 +169,16 @@ def highs_holding(mm: MatrixModel) -> Any:
     return h
 
 
+def set_highs_options(h: Any, options: Mapping[str, bool | int | float | str]) -> None:
+    """Set each option on ``h``; one HiGHS refuses (a misspelt name, a wrong type) is an
+    error, not a silent default."""
+    import highspy
+
+    for key, value in options.items():
+        if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
+            raise ValueError(f"HiGHS option {key}={value!r} was refused")
+
+
 _threads_in_use: int | None = None
 
 
@@ -217,9 +227,7 @@ def _highs_matrix(
         h.setOptionValue("mip_max_nodes", int(node_limit))
     if simplex and not mm.is_mip:
         h.setOptionValue("solver", "simplex")
-    for key, value in (options or {}).items():
-        if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
-            raise ValueError(f"HiGHS option {key}={value!r} was refused")
+    set_highs_options(h, options or {})
     t0 = time.perf_counter()
     h.run()
     runtime = time.perf_counter() - t0

@@ -63,7 +63,7 @@ from synergy_opt.formulations.patterns import (
     server_shapes,
 )
 from synergy_opt.matrix import MatrixModel, triplet_model
-from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
+from synergy_opt.solve import SolveResult, TerminationStatus, set_highs_options, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
 log = logging.getLogger(__name__)
@@ -343,12 +343,8 @@ def _pricing_solve(
     """The pricing MIP's proven bound and its solutions, best first: the optimum and the
     improving ones HiGHS met on the way (several patterns per round of pricing)."""
 
-    import highspy
-
     h = _highs(mm)
-    for key, value in PRICING_HIGHS_OPTIONS.items():
-        if h.setOptionValue(key, value) != highspy.HighsStatus.kOk:
-            raise ValueError(f"HiGHS option {key}={value!r} was refused")
+    set_highs_options(h, PRICING_HIGHS_OPTIONS)
     h.setOptionValue("mip_rel_gap", 1e-9)
     h.setOptionValue("mip_abs_gap", 1e-9)
     h.setOptionValue("mip_improving_solution_save", True)
