@@ -245,20 +245,20 @@ def bench_opt_ratio(
                     ex = Exact.of(retry.allocate(inst), retried=True)
                 cache.put(key, ex)
             retried[gpus] += ex.retried
+            o = opt.allocate(inst)
             if not ex.proven:
-                o = opt.allocate(inst)
-                if ex.bound:
-                    floors[gpus].append(o.total_throughput / ex.bound)
+                floor = o.total_throughput / ex.bound if ex.bound else None
+                if floor is not None:
+                    floors[gpus].append(floor)
                 log.info(
                     "table 2: %s %dg seed %d: not proven (opt/bound %s)",
                     family,
                     gpus,
                     seed,
-                    f"{o.total_throughput / ex.bound:.4f}" if ex.bound else "-",
+                    "-" if floor is None else f"{floor:.4f}",
                 )
                 cells[gpus] = (ratios, n_rounds, unproven + 1, below_tune, dropped, worst)
                 continue
-            o = opt.allocate(inst)
             t = tune.allocate(inst)
             ratio = o.total_throughput / ex.total if ex.total else 1.0
             if not ratios or ratio < min(ratios):
