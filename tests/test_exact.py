@@ -338,6 +338,40 @@ def test_no_counting_solution_returns_opt(monkeypatch: pytest.MonkeyPatch) -> No
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
+@pytest.mark.parametrize("raise_bound", [0.0, 1.0])
+def test_opt_answer_at_the_bound_is_proven_when_the_search_is_not(
+    monkeypatch: pytest.MonkeyPatch, raise_bound: float
+) -> None:
+    """An ``opt`` answer that only the search's end compares with the bound (here: one
+    carrying a remark, so not proven at once) is the proven optimum where it meets the
+    bound: no "not proven" note, though the counting search found nothing; with the
+    bound above it the note is there."""
+    inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
+    plain = run("opt", inst)
+    assert plain.upper_bound == approx(plain.total_throughput)
+
+    def remarked(*_: Any, **__: Any) -> Allocation:
+        assert plain.upper_bound is not None
+        return dataclasses.replace(
+            plain, upper_bound=plain.upper_bound + raise_bound, notes=("a remark",)
+        )
+
+    def nothing(*_: Any, **__: Any) -> counting_fast.CountingResult:
+        return counting_fast.CountingResult(
+            TerminationStatus.TIME_LIMIT, None, None, None, 0.1, 0.0, "highs", 0, 0, {}
+        )
+
+    monkeypatch.setattr(opt_exact_mod, "OPT_BESIDE", False)
+    monkeypatch.setattr(opt_exact_mod, "_run_opt", remarked)
+    monkeypatch.setattr(opt_exact_mod, "solve_counting", nothing)
+    alloc = run("opt-exact", inst, time_limit_s=5)
+    assert alloc.total_throughput == approx(plain.total_throughput)
+    assert alloc.upper_bound == approx((plain.upper_bound or 0.0) + raise_bound)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    unproven = any("not proven" in n for n in alloc.notes)
+    assert unproven == (raise_bound > 0)
+
+
 def test_real_time_limit_is_said() -> None:
     inst = family_round("split-penalty", 128, seed=0)
     alloc = run("opt-exact", inst, time_limit_s=0.5)
