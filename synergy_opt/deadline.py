@@ -145,6 +145,13 @@ class Child:
         send.close()
         self._recv = recv
 
+    def ready(self) -> bool:
+        """Whether the call has answered (or failed), so that :meth:`result` returns at
+        once; False once killed without an answer."""
+        if self._done is not None:
+            return True
+        return self._recv is not None and self._recv.poll(0)
+
     def result(self, timeout_s: float) -> Any:
         """The call's result, waiting at most ``timeout_s`` seconds for it; raises
         :class:`DeadlineExceeded` (the child killed) or :class:`ChildFailed`, or the

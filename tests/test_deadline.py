@@ -148,3 +148,20 @@ def test_started_child_raises_as_in_process() -> None:
 
 def test_usable_cores_is_at_least_one() -> None:
     assert usable_cores() >= 1
+
+
+def test_ready_says_when_the_answer_is_there() -> None:
+    """``ready`` never blocks: False while the child runs, True once it answered (then
+    ``result`` returns at once, as often as asked), False once killed unanswered."""
+    slow = start_child(time.sleep, (60,))
+    assert not slow.ready()
+    slow.kill()
+    assert not slow.ready()
+    quick = start_child(operator.mul, (6, 7))
+    t0 = time.perf_counter()
+    while not quick.ready():
+        assert time.perf_counter() - t0 < 30, "the child never answered"
+        time.sleep(0.01)
+    assert quick.result(0.0) == 42
+    assert quick.ready()
+    assert quick.result(0.0) == 42

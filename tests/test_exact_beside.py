@@ -100,3 +100,59 @@ def test_search_that_proves_stops_the_child(monkeypatch: pytest.MonkeyPatch) -> 
     assert got.upper_bound is not None and abs(got.total_throughput - got.upper_bound) < 1e-6
     assert abs(got.total_throughput - 8.6) < 1e-6
     assert check_allocation(inst, got, fair_share=True) == []
+
+
+class _Ready(_Stub):
+    """A child that has (or has not yet) answered."""
+
+    def __init__(self, value: Any, ready: bool = True) -> None:
+        super().__init__(value)
+        self.is_ready = ready
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+def test_beside_at_bound_reads_only_a_ready_answer_at_its_bound() -> None:
+    """The search stops for the child's answer only where it schedules the runnable set
+    within the proof gap of its own bound; a time-limit note does not matter, other notes
+    (a fallback, a cut) and a failed child do."""
+    inst, tune, opt = _answers()
+    runnable = select_runnable(inst)
+    assert opt.upper_bound is not None and opt.notes == ()
+    at = dataclasses.replace(opt, upper_bound=opt.total_throughput)
+    assert opt_exact._beside_at_bound(_Ready(at), runnable)  # type: ignore[arg-type]
+    assert not opt_exact._beside_at_bound(_Ready(at, ready=False), runnable)  # type: ignore[arg-type]
+    assert not opt_exact._beside_at_bound(None, runnable)
+    above = dataclasses.replace(at, upper_bound=opt.total_throughput * 1.01)
+    assert not opt_exact._beside_at_bound(_Ready(above), runnable)  # type: ignore[arg-type]
+    timed = dataclasses.replace(at, notes=("time limit reached in 2 solve(s) (counting)",))
+    assert opt_exact._beside_at_bound(_Ready(timed), runnable)  # type: ignore[arg-type]
+    other = dataclasses.replace(at, notes=("fell back to tune",))
+    assert not opt_exact._beside_at_bound(_Ready(other), runnable)  # type: ignore[arg-type]
+    assert not opt_exact._beside_at_bound(_Ready(ChildFailed("died")), runnable)  # type: ignore[arg-type]
+    part = dataclasses.replace(at, jobs=at.jobs[1:])
+    assert not opt_exact._beside_at_bound(_Ready(part), runnable)  # type: ignore[arg-type]
+
+
+def test_pattern_stage_halts_when_the_child_is_at_its_bound() -> None:
+    """Told to stop, the pattern stage solves no node and runs nothing after its search
+    (no second opt, no counting model); not told, the same call solves the root."""
+    inst = family_round("split-penalty", 32, 4)
+    runnable = select_runnable(inst)
+    called: list[str] = []
+
+    def retry() -> Allocation:
+        called.append("retry")
+        return make_mechanism("opt", MechanismOptions()).allocate(inst)
+
+    halted = opt_exact._pattern_stage(
+        inst, runnable, [], 30.0, MechanismOptions(), retry, stop=lambda: True
+    )
+    assert halted is not None
+    res, later = halted
+    assert later == [] and called == []
+    assert res.dual_bound is None and res.objective is None
+    free = opt_exact._pattern_stage(inst, runnable, [], 30.0, MechanismOptions())
+    assert free is not None
+    assert free[0].dual_bound is not None and free[0].objective is not None

@@ -924,12 +924,14 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
     solver: str = "highs",
     threads: int | None = None,
+    halt: Callable[[], bool] | None = None,
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
     Returns None where the pattern model is not stated (per-type matrices, split-dependent
     floors).  ``bound`` is valid whenever the search stops; ``proven`` when every node was
-    settled within :data:`EXACT_REL_GAP` of the incumbent.
+    settled within :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each
+    node, ends the search early (the caller has its answer elsewhere).
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -967,7 +969,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     heap: list[tuple[float, int, Node, float]] = [(-math.inf, 0, Node(), 0.0)]
     cuts_of: dict[Node, tuple[PatternCut, ...]] = {}
     lp_of: dict[Node, _NodeLP] = {}
-    while heap and time.perf_counter() < deadline:
+    while heap and time.perf_counter() < deadline and not (halt is not None and halt()):
         key, tie, node, slice_s = heapq.heappop(heap)
         bound = -key
         if bound <= inc + tol():

@@ -214,6 +214,7 @@ class OptExact:
                 late_opt=late_opt,
                 opt_seconds=opt_s,
                 reserve_of=before_packing,
+                stop=lambda: _beside_at_bound(beside, runnable),
             )
             if staged_res is not None:
                 res, later = staged_res
@@ -336,6 +337,25 @@ def _with_beside(
     return dataclasses.replace(heuristic, upper_bound=upper)
 
 
+def _beside_at_bound(beside: Child | None, runnable: Sequence[Job]) -> bool:
+    """Whether the ``opt`` beside the search has answered at its own bound (then nothing
+    the search finds can beat it: split penalties 128 GPUs seeds 25 and 30 at 10 s, where
+    ``opt`` reaches its bound in 1.1 and 3.1 s and the search used all 10)."""
+    if beside is None or not beside.ready():
+        return False
+    try:
+        got = beside.result(0.0)
+    except (DeadlineExceeded, ChildFailed):
+        return False
+    # a time-limit note says how it was found, not that its bound does not apply
+    return isinstance(got, Allocation) and _at_bound(
+        dataclasses.replace(
+            got, notes=tuple(n for n in got.notes if n not in time_notes(got.notes))
+        ),
+        runnable,
+    )
+
+
 def _below_incumbent(res: CountingResult, theirs: float | None) -> float | None:
     """``opt``'s bound ``theirs``, or ``None`` where it is below the counting incumbent
     (then no bound: a spread job's per-server floors can be lower than the plain
@@ -415,6 +435,7 @@ def _pattern_stage(
     late_opt: Callable[[float], Allocation] | None = None,
     opt_seconds: float = 0.0,
     reserve_of: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> tuple[CountingResult, list[Allocation]] | None:
     """Branch-and-price, then (unless it proved its answer) the counting model for the rest
     of the time from the best answer so far: the better answer with the smaller bound.
@@ -436,17 +457,22 @@ def _pattern_stage(
     ``left``): the time left before the caller's packing step, so that a packing that finds
     nothing costs the search its time, not the late ``opt`` (split penalties 128 GPUs seed 3
     at 10 s: with the reserve taken after it, the late ``opt`` had less than the 2.2 s it
-    needs for 58.8648 on one run of two, and the answer was the search's 57.61)."""
+    needs for 58.8648 on one run of two, and the answer was the search's 57.61).
+
+    ``stop`` (the ``opt`` beside the search answered at its bound) ends the searches early
+    and skips what would follow them."""
     t0 = time.perf_counter()
     first_left = left if first_left is None else first_left
     budget = first_left * BOUND_SHARE
     if late_opt is not None:
         reserve = LATE_OPT_RESERVE * (left if reserve_of is None else reserve_of)
         budget = min(budget, max(left - reserve, left * (1 - LATE_OPT_RESERVE) / 2))
-    first = _search(inst, runnable, starts, budget, options)
+    first = _search(inst, runnable, starts, budget, options, stop)
     if first is None:
         return None
     later: list[Allocation] = []
+    if stop():
+        return first, later
     if (
         retry is not None
         and not first.proven
@@ -457,11 +483,13 @@ def _pattern_stage(
         if {ja.id for ja in more_opt.jobs} == {j.id for j in runnable}:
             starts = [{ja.id: ja.placement for ja in more_opt.jobs}, *starts]
         rest = left - (time.perf_counter() - t0)
-        second = _search(inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options)
+        second = _search(
+            inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options, stop
+        )
         log.info("opt-exact: second search after opt's %.6g: %s", more_opt.total_throughput, second)
         first = _merge(first, second)
     left -= time.perf_counter() - t0
-    if first.proven or left <= 0.1:
+    if first.proven or left <= 0.1 or stop():
         return first, later
     if late_opt is not None and not later:
         if left > opt_seconds:
@@ -486,9 +514,10 @@ def _search(
     starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
     time_limit: float,
     options: MechanismOptions,
+    stop: Callable[[], bool] | None = None,
 ) -> CountingResult | None:
     """One branch-and-price search as a :class:`CountingResult` (None where it does not
-    apply)."""
+    apply); ``stop`` ends it early."""
     found = branch_and_price(
         inst,
         runnable,
@@ -496,6 +525,7 @@ def _search(
         warm_start=[p for p in starts if p],
         solver=options.solver,
         threads=options.threads,
+        halt=stop,
     )
     if found is None:
         return None
