@@ -21,7 +21,7 @@ from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
 from synergy_opt.formulations.patterns_fast import _seed_patterns
 from synergy_opt.generate import family_round
-from synergy_opt.mechanisms import opt_exact
+from synergy_opt.mechanisms import make_mechanism, opt_exact
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix
@@ -636,3 +636,27 @@ def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
             assert bound >= leaf.objective - 1e-6, node
         checked += 1
     assert checked >= 3 and capped > 0 and reached > 0
+
+
+@pytest.mark.parametrize("seed", [0, 4])
+def test_plain_root_ip_is_an_allocation_and_keeps_the_optimum(seed: int) -> None:
+    """The root's second restricted IP (column generation from no known allocation) returns
+    an allocation that keeps every floor and is at most the optimum; a search from a warm
+    start proves the same optimum with it and without it."""
+    inst = family_round("split-penalty", 32, seed)
+    run, ref = _optimum(inst)
+    data = counting.counting_data(inst, run)
+    found = bp._plain_root_ip(data, bp._Pricer(data), deadline=math.inf)
+    assert found is not None
+    alloc = build_allocation(inst, "bp", found)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput <= (ref.objective or 0.0) * (1 + 1e-9)
+    tune = make_mechanism("tune", MechanismOptions()).allocate(inst)
+    start = [{ja.id: ja.placement for ja in tune.jobs}]
+    with_it, without = (
+        bp.branch_and_price(inst, run, time_limit=60, warm_start=start, plain_root=p)
+        for p in (True, False)
+    )
+    for res in (with_it, without):
+        assert res is not None and res.proven
+        assert res.objective == pytest.approx(ref.objective, rel=REL)

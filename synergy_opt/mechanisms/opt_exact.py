@@ -484,7 +484,13 @@ def _pattern_stage(
             starts = [{ja.id: ja.placement for ja in more_opt.jobs}, *starts]
         rest = left - (time.perf_counter() - t0)
         second = _search(
-            inst, runnable, [first.placements, *starts], rest * BOUND_SHARE, options, stop
+            inst,
+            runnable,
+            [first.placements, *starts],
+            rest * BOUND_SHARE,
+            options,
+            stop,
+            plain_root=False,  # its plain root is the first search's: the same patterns
         )
         log.info("opt-exact: second search after opt's %.6g: %s", more_opt.total_throughput, second)
         first = _merge(first, second)
@@ -515,6 +521,8 @@ def _search(
     time_limit: float,
     options: MechanismOptions,
     stop: Callable[[], bool] | None = None,
+    *,
+    plain_root: bool = True,
 ) -> CountingResult | None:
     """One branch-and-price search as a :class:`CountingResult` (None where it does not
     apply); ``stop`` ends it early."""
@@ -526,6 +534,7 @@ def _search(
         solver=options.solver,
         threads=options.threads,
         halt=stop,
+        plain_root=plain_root,
     )
     if found is None:
         return None
