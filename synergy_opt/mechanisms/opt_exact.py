@@ -261,12 +261,7 @@ class OptExact:
         # ... and, scheduling the runnable set within the proof gap of the bound, is the
         # proven optimum whatever the search reached (split penalties 128 GPUs seed 25 at
         # 10 s: opt beside the search 67.204, the bound 67.204, the search's 65.17)
-        opt_proven = (
-            opt_wins
-            and upper is not None
-            and {ja.id for ja in heuristic.jobs} == {j.id for j in runnable}
-            and proven_within(heuristic.total_throughput, upper)
-        )
+        opt_proven = opt_wins and _meets(heuristic, upper, runnable)
         if not proven_by_bound and not opt_proven:
             notes.append(
                 f"counting model not proven optimal: {res.status} ({res.solver}), "
@@ -348,11 +343,10 @@ def _beside_at_bound(beside: Child | None, runnable: Sequence[Job]) -> bool:
     except (DeadlineExceeded, ChildFailed):
         return False
     # a time-limit note says how it was found, not that its bound does not apply
-    return isinstance(got, Allocation) and _at_bound(
-        dataclasses.replace(
-            got, notes=tuple(n for n in got.notes if n not in time_notes(got.notes))
-        ),
-        runnable,
+    return (
+        isinstance(got, Allocation)
+        and len(time_notes(got.notes)) == len(got.notes)
+        and _meets(got, got.upper_bound, runnable)
     )
 
 
@@ -371,16 +365,20 @@ def _proven_with(res: CountingResult, theirs: float | None) -> bool:
     return dataclasses.replace(res, dual_bound=min(bounds) if bounds else None).proven
 
 
-def _at_bound(a: Allocation, runnable: Sequence[Job]) -> bool:
-    """Whether ``a`` schedules the runnable set within the proof gap of its own
-    ``upper_bound`` with no note (a note says it was cut or its bound does not apply)."""
-    ub = a.upper_bound
+def _meets(a: Allocation, bound: float | None, runnable: Sequence[Job]) -> bool:
+    """Whether ``a`` schedules the runnable set within the proof gap of ``bound`` (a bound of
+    that set): then it is the proven optimum."""
     return (
-        ub is not None
-        and not a.notes
+        bound is not None
         and {ja.id for ja in a.jobs} == {j.id for j in runnable}
-        and proven_within(a.total_throughput, ub)
+        and proven_within(a.total_throughput, bound)
     )
+
+
+def _at_bound(a: Allocation, runnable: Sequence[Job]) -> bool:
+    """Whether ``a`` meets its own ``upper_bound`` (:func:`_meets`) with no note (a note says
+    it was cut or its bound does not apply)."""
+    return not a.notes and _meets(a, a.upper_bound, runnable)
 
 
 def _packed(inst: RoundInstance, options: MechanismOptions, seconds: float) -> Allocation | None:
