@@ -6,8 +6,10 @@
    per job, which jobs are worth spreading, and the bound reported as
    ``upper_bound`` (claimed only when the whole runnable set is scheduled);
 2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn
-   it into whole GPUs per server: consolidating routes first, then the paper's
-   placement-LP vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
+   it into whole GPUs per server: consolidating routes first, then ``balanced``'s plan
+   with a few jobs spread to carry cores and memory between servers (:mod:`.bridges`, no
+   solver; kept only where the points deploy on it), then the paper's placement-LP
+   vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
    last the exact counting model restricted to the super-machine's points
    (:mod:`.counting_route`, node-limited, on rounds small enough for it);
    and, only once the plans below (re-optimised) miss the target, the *late* routes:

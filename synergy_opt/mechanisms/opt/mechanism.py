@@ -731,11 +731,13 @@ class Opt:
                 best = (rank, state)
             return state
 
-        tries: list[tuple[str, RoutePlan, bool]] = []
+        tries: list[tuple[str, RoutePlan, bool, bool]] = []
         if kept:
-            tries.append((WARM_START, lambda c: balanced_from(c, kept), False))
-        tries += [(r.name, r.plan, r.spread_only) for r in ROUTES.values() if not r.late]
-        for order, (name, plan_of, spread_only) in enumerate(tries):
+            tries.append((WARM_START, lambda c: balanced_from(c, kept), False, False))
+        tries += [
+            (r.name, r.plan, r.spread_only, r.fast_only) for r in ROUTES.values() if not r.late
+        ]
+        for order, (name, plan_of, spread_only, fast_only) in enumerate(tries):
             if spread_only and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
             try:
@@ -746,7 +748,7 @@ class Opt:
                 seen.add(key)
                 _within_cap(ctx, plan)
             except RoundingError as e:
-                if name != WARM_START:
+                if name != WARM_START and not fast_only:  # a fast-only route only adds
                     errors.append(f"{name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, name, e)
                 continue
@@ -775,6 +777,12 @@ class Opt:
             if points is not None:
                 if keep(name, plan, points, deployed).total >= target:
                     break
+                continue
+            if fast_only:
+                # Dropped as if never tried: a later route reaching the same plan still
+                # counts, and the re-optimisation gets the plans it got without this one.
+                log.info("opt on %s: %s: the points do not deploy (dropped)", inst.name, name)
+                seen.discard(key)
                 continue
             pending.append((overcommitment(ctx.inst, plan, ctx.points), order, name, plan))
         if best is None or best[1].total < target:

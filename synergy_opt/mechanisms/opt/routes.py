@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 
 from synergy_opt.formulations.fast import build_placement_fast, build_server_classes
+from synergy_opt.mechanisms.opt.bridges import bridged
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
 from synergy_opt.mechanisms.packing import most_free_first
 from synergy_opt.types import Job
@@ -56,6 +57,10 @@ class Route:
     late: bool = False
     #: Late routes run in this order (registry order among equals): cheap or narrow first.
     late_rank: int = 0
+    #: The plan counts only where the super-machine's points deploy on it (directly or
+    #: after the swap repair); otherwise it is dropped, not re-optimised, so the route
+    #: never changes which plans the re-optimisation gets.
+    fast_only: bool = False
 
 
 ROUTES: dict[str, Route] = {}
@@ -68,6 +73,7 @@ def route(
     spread_only: bool | None = None,
     late: bool = False,
     late_rank: int = 0,
+    fast_only: bool = False,
 ) -> Callable[[RoutePlan], RoutePlan]:
     """Register a rounding route under ``name`` (registry order is the order tried; late
     routes by ``late_rank`` first, :func:`late_routes`); ``spread_only`` defaults to
@@ -78,7 +84,7 @@ def route(
             raise ValueError(f"rounding route {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         only = spreads if spread_only is None else spread_only
-        ROUTES[name] = Route(name, fn, spreads, doc, only, late, late_rank)
+        ROUTES[name] = Route(name, fn, spreads, doc, only, late, late_rank, fast_only)
         return fn
 
     return deco
@@ -111,7 +117,9 @@ def balanced(ctx: RoundContext) -> GpuPlan:
     power-of-two demands the free GPU counts stay multiples of the next job's size); a job
     spreads only when no server has its GPUs.
     """
-    return balanced_from(ctx, {})
+    if "balanced" not in ctx.memo:  # balanced-bridges starts from it too
+        ctx.memo["balanced"] = balanced_from(ctx, {})
+    return ctx.memo["balanced"]
 
 
 def balanced_from(ctx: RoundContext, kept: GpuPlan) -> GpuPlan:
@@ -207,6 +215,20 @@ def server_class_mip(ctx: RoundContext) -> GpuPlan:
             job = next(pending[k])
             plan[job.id] = ((s, job.gpus),)
     return plan
+
+
+@route("balanced-bridges", spreads=True, fast_only=True)
+def balanced_bridges(ctx: RoundContext) -> GpuPlan:
+    """``balanced``'s plan with a few jobs spread to carry cores and memory (:mod:`.bridges`).
+
+    Where a round uses nearly every core, no plan of whole jobs deploys the super-machine's
+    points; the placement LP's vertex spreads up to 3s jobs to carry load between servers.
+    This spreads only what ``balanced``'s plan needs (multi-GPU mix, 128 GPUs, seeds 0-39:
+    the points deploy on 32 of 40, after the swap repair, with 6 spread jobs on average
+    where the placement LP's plan has about 10), without a solver.  Its plan is used only
+    where the points deploy on it.
+    """
+    return bridged(ctx, balanced(ctx))
 
 
 @route("placement-lp", spreads=True)

@@ -1,0 +1,165 @@
+"""The ``balanced-bridges`` route of ``opt`` (``mechanisms/opt/bridges.py``).
+
+Bridging spreads a few jobs of ``balanced``'s whole-job plan so that they carry cores and
+memory between servers, without a solver.  These tests pin what it promises (GPUs per
+server kept, only jobs that may spread are spread, the fragmentation cap, no server given
+more whole-job load than it holds, the same plan every run), that its bookkeeping is a
+real flow (a pass that ends with every server within capacity deploys), that it does the
+placement LP's job on the rounds it was built for with fewer spread jobs, and that where
+its plan does not deploy ``opt`` answers exactly as without the route.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pytest
+
+from synergy_opt.check import check_allocation
+from synergy_opt.generate import family_round
+from synergy_opt.io import allocation_to_dict
+from synergy_opt.mechanisms import make_mechanism
+from synergy_opt.mechanisms.opt import ROUTES, Opt, mechanism
+from synergy_opt.mechanisms.opt.bridges import EXCESS_EPS, _Bridging, bridged
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext
+from synergy_opt.mechanisms.opt.routes import balanced
+from synergy_opt.mechanisms.opt.transport import deploy
+
+ROUNDS = [
+    ("multi-gpu", 32, 3),
+    ("multi-gpu", 64, 1),
+    ("multi-gpu", 128, 0),
+    ("multi-gpu", 128, 17),
+    ("mixed-shapes", 64, 5),
+    ("split-penalty", 64, 2),
+]
+
+
+def _ctx(family: str, gpus: int, seed: int) -> RoundContext:
+    ctx = Opt().context(family_round(family, gpus, seed))
+    assert ctx is not None
+    return ctx
+
+
+def _per_server(plan: GpuPlan) -> Counter[int]:
+    out: Counter[int] = Counter()
+    for parts in plan.values():
+        for s, k in parts:
+            out[s] += k
+    return out
+
+
+def _whole_load(ctx: RoundContext, plan: GpuPlan) -> list[tuple[float, float]]:
+    load = [[0.0, 0.0] for _ in ctx.inst.cluster.servers]
+    for jid, parts in plan.items():
+        if len(parts) == 1:
+            c, m, _ = ctx.points[jid]
+            load[parts[0][0]][0] += c
+            load[parts[0][0]][1] += m
+    return [(c, m) for c, m in load]
+
+
+@pytest.mark.parametrize(("family", "gpus", "seed"), ROUNDS)
+def test_bridges_keep_what_they_promise(family: str, gpus: int, seed: int) -> None:
+    ctx = _ctx(family, gpus, seed)
+    base = balanced(ctx)
+    plan = bridged(ctx, base)
+    jobs = {j.id: j for j in ctx.runnable}
+    servers = ctx.inst.cluster.servers
+    assert set(plan) == set(base)
+    for jid, parts in plan.items():
+        assert sum(k for _, k in parts) == jobs[jid].gpus
+        assert all(k >= 1 and jobs[jid].may_use(servers[s]) for s, k in parts)
+    assert _per_server(plan) == _per_server(base)
+    newly = [j for j in plan if len(plan[j]) > 1 and len(base[j]) == 1]
+    assert all(ctx.may_spread(jobs[j]) for j in newly)
+    assert sum(len(p) > 1 for p in plan.values()) <= ctx.max_fragmented
+    before, after = _whole_load(ctx, base), _whole_load(ctx, plan)
+    for s, srv in enumerate(servers):
+        if before[s][0] <= srv.cpus and before[s][1] <= srv.mem_gb + EXCESS_EPS[1]:
+            assert after[s][0] <= srv.cpus + EXCESS_EPS[0]
+            assert after[s][1] <= srv.mem_gb + EXCESS_EPS[1]
+    assert bridged(ctx, base) == plan  # deterministic
+    assert balanced(ctx) == base  # the plan given is not changed
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("gpus", [64, 128])
+def test_a_pass_that_ends_within_capacity_deploys(gpus: int, seed: int) -> None:
+    """The pass tracks where each spread job draws its cores and memory; those draws are a
+    flow, so when no server ends over, the max-flow deployment must succeed."""
+    ctx = _ctx("multi-gpu", gpus, seed)
+    run = _Bridging(ctx, balanced(ctx))
+    plan = run.run()
+    within = all(run.over(s) == 0.0 for s in range(len(ctx.inst.cluster.servers)))
+    if within:
+        assert deploy(ctx.inst, plan, ctx.points) is not None
+    for jid, (cores, mem) in run.draw.items():
+        c, m, _ = ctx.points[jid]
+        assert sum(cores.values()) == pytest.approx(c)
+        assert sum(mem.values()) == pytest.approx(m)
+        assert min(cores.values()) >= -1e-9 and min(mem.values()) >= -1e-9
+        assert set(cores) <= {s for s, _ in plan[jid]}
+
+
+def test_bridges_do_the_placement_lps_job_with_fewer_spread_jobs() -> None:
+    """Multi-GPU mix at 128 GPUs, seeds 0-9: ``balanced``'s plan never deploys the points;
+    the bridged one does (directly) on most rounds, and ``opt`` then spreads fewer jobs in
+    all than without the route (where the placement LP's plan, repaired, answers)."""
+    deployed = 0
+    for seed in range(10):
+        ctx = _ctx("multi-gpu", 128, seed)
+        assert deploy(ctx.inst, balanced(ctx), ctx.points) is None
+        deployed += deploy(ctx.inst, bridged(ctx, balanced(ctx)), ctx.points) is not None
+    assert deployed >= 6
+
+
+def test_opt_spreads_fewer_jobs_with_the_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    def spread(seeds: range) -> tuple[int, list[float]]:
+        total, values = 0, []
+        for seed in seeds:
+            inst = family_round("multi-gpu", 128, seed)
+            a = make_mechanism("opt").allocate(inst)
+            assert check_allocation(inst, a, fair_share=True) == []
+            total += sum(len(j.placement) > 1 for j in a.jobs)
+            values.append(round(a.total_throughput, 9))
+        return total, values
+
+    seeds = range(0, 6)
+    with_route, totals = spread(seeds)
+    routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
+    monkeypatch.setattr(mechanism, "ROUTES", routes)
+    without, totals_before = spread(seeds)
+    assert totals == totals_before  # both reach the bound
+    assert with_route < without
+
+
+def test_a_plan_that_does_not_deploy_is_dropped(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Multi-GPU 64 GPUs seed 7: the bridged plan does not deploy even after the swap
+    repair.  It is dropped, not re-optimised: the answer is byte for byte the answer of
+    ``opt`` without the route."""
+    inst = family_round("multi-gpu", 64, 7)
+    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.mechanism"):
+        got = allocation_to_dict(make_mechanism("opt").allocate(inst))
+    assert any("balanced-bridges: the points do not deploy (dropped)" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
+    monkeypatch.setattr(mechanism, "ROUTES", routes)
+    before = allocation_to_dict(make_mechanism("opt").allocate(inst))
+    got.pop("solve_seconds")
+    before.pop("solve_seconds")
+    assert got == before
+
+
+def test_the_route_sits_after_the_consolidating_routes() -> None:
+    """Registry order is the order tried: whole-job routes first, then bridges (few spread
+    jobs, no solver), then the placement LP (up to 3s spread jobs)."""
+    names = [n for n, r in ROUTES.items() if not r.late]
+    assert names.index("balanced") < names.index("server-class-mip")
+    assert names.index("server-class-mip") < names.index("balanced-bridges")
+    assert names.index("balanced-bridges") + 1 == names.index("placement-lp")
+    assert ROUTES["balanced-bridges"].fast_only and ROUTES["balanced-bridges"].spreads
+    assert not ROUTES["placement-lp"].fast_only
