@@ -22,10 +22,10 @@ that lowers the total excess most is taken (ties: fewer new spread jobs), among
 - *swap*: x and a spreadable whole job y on t trade one GPU (both spread).
 
 Partners t are the :data:`PARTNERS` servers holding a whole job with most room for the
-server's excess (cores and memory, each as a share of the cluster's).  Every move keeps each server's GPU count, never puts more whole-job load on a
-server than it holds, only spreads jobs that may spread, and stays within the
-fragmentation cap.  The plan returned may still be over somewhere: the caller deploys it
-(a max-flow), repairs it, or drops it.
+server's excess (cores and memory, each as a share of the cluster's).  Every move keeps each
+server's GPU count, never puts more whole-job load on a server than it holds, only spreads
+jobs that may spread, and stays within the fragmentation cap.  The plan returned may still
+be over somewhere: the caller deploys it (a max-flow), repairs it, or drops it.
 """
 
 from __future__ import annotations
