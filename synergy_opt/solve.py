@@ -13,6 +13,7 @@ imported lazily so the fast path does not pay its start-up cost.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -296,6 +297,67 @@ def _guarded_highs(
     return SolveResult(status, None, None, None, time.perf_counter() - t0, "highs", message=message)
 
 
+#: An LP value this close to an integer counts as integral for :func:`_highs_lp_first`
+#: (HiGHS's own MIP feasibility tolerance is 1e-6; its LP vertices of integral problems sit
+#: within 1e-9 of the integers on the rounds measured).
+LP_FIRST_INTEGRALITY_TOL: float = 1e-7
+
+
+def _highs_lp_first(
+    mm: MatrixModel, time_limit: float | None, threads: int | None
+) -> SolveResult | None:
+    """The MIP ``mm`` solved as its LP relaxation, when the relaxation's vertex is integral;
+    ``None`` otherwise (the caller then runs the MIP).
+
+    Why: the super-machine MIPs of OPT's rounds count jobs per (class, grid point) and their
+    LP vertex is integral on most rounds (6 of 8 multi-GPU 128-GPU rounds); HiGHS's MIP
+    machinery (presolve, clique table, root heuristics) costs about ten times the LP there
+    (0.26 ms LP without presolve against 2.5 ms MIP, median of 48 rounds).  An integral
+    optimal vertex of the relaxation is an optimal MIP solution and its objective a proven
+    bound with no gap; it may be a different optimum from the one the MIP would return.
+    """
+    import highspy
+
+    relaxed = dataclasses.replace(mm, integer=np.zeros_like(mm.integer))
+    try:
+        h = highs_holding(relaxed)
+    except ValueError:
+        return None
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
+    _highs_threads(h, threads)
+    # Without presolve a small LP solves in a third of the time; primal simplex from the
+    # slack basis lands on the vertex the MIP returns more often than dual simplex (29 of
+    # 39 integral super-machines against 14): fewer answers move.
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("solver", "simplex")
+    h.setOptionValue("simplex_strategy", 4)
+    t0 = time.perf_counter()
+    h.run()
+    runtime = time.perf_counter() - t0
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    ints = np.asarray(mm.integer, dtype=bool)
+    rounded = np.round(x[ints])
+    if np.any(np.abs(x[ints] - rounded) > LP_FIRST_INTEGRALITY_TOL):
+        return None
+    x[ints] = rounded
+    objective = float(np.dot(mm.cost, x))
+    lp_value = float(h.getInfo().objective_function_value)
+    bound = max(objective, lp_value) if mm.maximize else min(objective, lp_value)
+    return SolveResult(
+        TerminationStatus.OPTIMAL,
+        objective,
+        bound,
+        0.0,
+        runtime,
+        "highs",
+        x=x,
+        message="Optimal (integral LP relaxation)",
+    )
+
+
 # --------------------------------------------------------------------------- OR-Tools
 
 
@@ -437,6 +499,7 @@ def solve_matrix(
     start: np.ndarray | None = None,
     highs_options: Mapping[str, bool | int | float | str] | None = None,
     guard: bool = False,
+    lp_first: bool = False,
 ) -> SolveResult:
     """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex).
 
@@ -451,8 +514,20 @@ def solve_matrix(
     killed :func:`guard_deadline` seconds in: HiGHS does not check its limit everywhere
     (:mod:`synergy_opt.deadline`).  A killed solve is a time-limit result with no solution
     and no bound.  Meant for long exact solves: a child costs about 30 ms.
+
+    ``lp_first`` (HiGHS MIPs, unguarded): solve the LP relaxation first and return its
+    vertex when it is integral (:func:`_highs_lp_first`), else run the MIP in the time left.
+    Meant for small MIPs solved many times whose relaxations are mostly integral.
     """
     _check_backend(backend)
+    t_entry = time.perf_counter()
+    if backend == "highs" and lp_first and mm.is_mip and not guard:
+        first = _highs_lp_first(mm, time_limit, threads)
+        if first is not None:
+            log.debug("%s highs: integral LP relaxation obj=%s", mm.name, first.objective)
+            return first
+        if time_limit is not None:
+            time_limit = max(time_limit - (time.perf_counter() - t_entry), 1e-3)
     if backend == "highs" and guard and mm.is_mip and time_limit is not None:
         res = _guarded_highs(
             mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options

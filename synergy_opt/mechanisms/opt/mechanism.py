@@ -549,6 +549,7 @@ class Opt:
             threads=self.options.threads,
             rel_gap=DEFAULT_REL_GAP,
             highs_options=OPT_HIGHS_OPTIONS,
+            lp_first=True,
         )
         upper = res.dual_bound
         if upper is not None and inst.per_server_shares:
