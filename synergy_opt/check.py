@@ -204,6 +204,11 @@ class Facts:
     jobs: dict[str, Job]
     servers: dict[str, Server]
     scheduled: tuple[Scheduled, ...]
+    #: (job, part, k) for every part k of every scheduled job: four rules walk them, so
+    #: they are listed once (:func:`_parts`).
+    parts: tuple[tuple[Scheduled, PlacementPart, int], ...] = ()
+    #: How often each job id appears, scheduled or unscheduled (two rules read it).
+    counts: dict[str, int] = field(default_factory=dict)
     #: (fair-share throughput, required throughput) per scheduled job id, filled on first
     #: use by :meth:`floor`: two rules read it, and jobs of one class on the same servers
     #: share one computation.
@@ -288,7 +293,13 @@ def facts(inst: RoundInstance, alloc: Allocation) -> Facts:
         types = {known[n].gpu_type if n in known else None for n in servers} or {None}
         w = _typed_lookup(job, types, cpus, mem) * (job.split_penalty if len(servers) > 1 else 1.0)
         scheduled.append(Scheduled(ja, job, sum(p.gpus for p in parts), cpus, mem, servers, w))
-    return Facts(inst, alloc, jobs, known, tuple(scheduled), _shared=_floors_for(inst))
+    listed = tuple((s, p, k) for s in scheduled for k, p in enumerate(s.alloc.placement))
+    counts: dict[str, int] = {}
+    for jid in (*alloc.unscheduled, *(ja.id for ja in alloc.jobs)):
+        counts[jid] = counts.get(jid, 0) + 1
+    return Facts(
+        inst, alloc, jobs, known, tuple(scheduled), listed, counts, _shared=_floors_for(inst)
+    )
 
 
 #: Floors by (job class, footprint) per cluster and rule, shared by the checks of equal
@@ -319,19 +330,9 @@ def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=ABS_TOL)
 
 
-def _counts(f: Facts) -> dict[str, int]:
-    """How often each job id appears, scheduled or unscheduled."""
-    seen: dict[str, int] = {}
-    for jid in (*f.alloc.unscheduled, *(ja.id for ja in f.alloc.jobs)):
-        seen[jid] = seen.get(jid, 0) + 1
-    return seen
-
-
-def _parts(f: Facts) -> Iterator[tuple[Scheduled, PlacementPart, int]]:
+def _parts(f: Facts) -> tuple[tuple[Scheduled, PlacementPart, int], ...]:
     """(job, part, k) for every part k of every scheduled job (:func:`_where` names it)."""
-    for s in f.scheduled:
-        for k, p in enumerate(s.alloc.placement):
-            yield s, p, k
+    return f.parts
 
 
 def _where(s: Scheduled, k: int) -> str:
@@ -361,14 +362,14 @@ def _unknown_job(f: Facts) -> Iterator[Violation]:
 
 
 def _missing_job(f: Facts) -> Iterator[Violation]:
-    seen = _counts(f)
+    seen = f.counts
     for jid in f.jobs:
         if jid not in seen:
             yield Violation("missing-job", jid, "neither scheduled nor unscheduled")
 
 
 def _duplicate_job(f: Facts) -> Iterator[Violation]:
-    for jid, n in _counts(f).items():
+    for jid, n in f.counts.items():
         if n > 1:
             yield Violation("duplicate-job", jid, f"appears {n} times")
 
