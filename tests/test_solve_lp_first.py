@@ -113,3 +113,21 @@ def test_super_machine_optimum_unchanged(family: str, gpus: int, seed: int) -> N
     assert fast.dual_bound is not None and plain.dual_bound is not None
     assert fast.dual_bound <= plain.dual_bound + 1e-7 * abs(plain.dual_bound)
     assert fast.dual_bound >= fast.objective
+
+
+def test_a_non_finite_vertex_is_not_taken_for_integral(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NaN passes ``abs(x - round(x)) > tol`` as integral; the LP-first path must refuse it."""
+    import highspy
+
+    real = highspy.Highs.getSolution
+
+    def nan_solution(self: highspy.Highs) -> highspy.HighsSolution:
+        sol = real(self)
+        sol.col_value = [float("nan")] * len(sol.col_value)
+        return sol
+
+    mm = _mip([3, 2], [3, 10], [[1, 1]], [4])
+    monkeypatch.setattr(highspy.Highs, "getSolution", nan_solution)
+    res = solve_matrix(mm, lp_first=True)
+    assert "integral LP relaxation" not in res.message
+    assert not res.has_solution  # the MIP's NaN answer is refused too, as before
