@@ -204,8 +204,8 @@ class Facts:
     jobs: dict[str, Job]
     servers: dict[str, Server]
     scheduled: tuple[Scheduled, ...]
-    #: (job, part, k) for every part k of every scheduled job: four rules walk them, so
-    #: they are listed once (:func:`_parts`).
+    #: (job, part, k) for every part k of every scheduled job (:func:`_where` names it):
+    #: four rules walk them, so they are listed once.
     parts: tuple[tuple[Scheduled, PlacementPart, int], ...] = ()
     #: How often each job id appears, scheduled or unscheduled (two rules read it).
     counts: dict[str, int] = field(default_factory=dict)
@@ -330,11 +330,6 @@ def _close(a: float, b: float, rel: float = REL_TOL) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=ABS_TOL)
 
 
-def _parts(f: Facts) -> tuple[tuple[Scheduled, PlacementPart, int], ...]:
-    """(job, part, k) for every part k of every scheduled job (:func:`_where` names it)."""
-    return f.parts
-
-
 def _where(s: Scheduled, k: int) -> str:
     """``id.placement[k]``: built only for a violation, not for every part of every rule."""
     return f"{s.alloc.id}.placement[{k}]"
@@ -378,7 +373,7 @@ def _part(f: Facts) -> Iterator[Violation]:
     for s in f.scheduled:
         if not s.alloc.placement:
             yield Violation("part", s.alloc.id, "scheduled job has no placement")
-    for s, p, k in _parts(f):
+    for s, p, k in f.parts:
         if p.gpus < 1:
             yield Violation("part", _where(s, k), f"has {p.gpus} GPUs, each part needs >= 1")
         if p.cpus < 0 or p.mem_gb < 0 or not math.isfinite(p.mem_gb):
@@ -388,7 +383,7 @@ def _part(f: Facts) -> Iterator[Violation]:
 
 
 def _unknown_server(f: Facts) -> Iterator[Violation]:
-    for s, p, k in _parts(f):
+    for s, p, k in f.parts:
         if p.server not in f.servers:
             yield Violation(
                 "unknown-server", _where(s, k), f"server {p.server!r} is not in the cluster"
@@ -396,7 +391,7 @@ def _unknown_server(f: Facts) -> Iterator[Violation]:
 
 
 def _gpu_type(f: Facts) -> Iterator[Violation]:
-    for s, p, k in _parts(f):
+    for s, p, k in f.parts:
         allowed = s.job.gpu_types
         if allowed is None:
             continue
@@ -433,7 +428,7 @@ def _sum(f: Facts) -> Iterator[Violation]:
 
 def _capacity(f: Facts) -> Iterator[Violation]:
     used = {name: [0, 0, 0.0] for name in f.servers}
-    for _, p, _ in _parts(f):
+    for _, p, _ in f.parts:
         if p.server in used:
             u = used[p.server]
             u[0] += p.gpus

@@ -316,28 +316,21 @@ def _highs_lp_first(
     An integral optimal vertex of the relaxation is an optimal MIP solution and its objective
     a proven bound with no gap; it may be a different optimum from the one the MIP returns.
     """
-    import highspy
-
     relaxed = dataclasses.replace(mm, integer=np.zeros_like(mm.integer))
-    try:
-        h = highs_holding(relaxed)
-    except ValueError:
-        return None
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(max(time_limit, 1e-3)))
-    _highs_threads(h, threads)
     # Without presolve a small LP solves in a third of the time; primal simplex from the
     # slack basis lands on the vertex the MIP returns more often than dual simplex (29 of
     # 39 integral super-machines against 14): fewer answers move.
-    h.setOptionValue("presolve", "off")
-    h.setOptionValue("solver", "simplex")
-    h.setOptionValue("simplex_strategy", 4)
-    t0 = time.perf_counter()
-    h.run()
-    runtime = time.perf_counter() - t0
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+    res = _highs_matrix(
+        relaxed,
+        time_limit,
+        DEFAULT_REL_GAP,
+        threads,
+        simplex=True,
+        options={"presolve": "off", "simplex_strategy": 4},
+    )
+    x = res.x
+    if res.status is not TerminationStatus.OPTIMAL or x is None or res.objective is None:
         return None
-    x = np.asarray(h.getSolution().col_value, dtype=np.float64)
     if not np.all(np.isfinite(x)):  # NaN would pass the integrality test below
         return None
     ints = np.asarray(mm.integer, dtype=bool)
@@ -346,17 +339,9 @@ def _highs_lp_first(
         return None
     x[ints] = rounded
     objective = float(np.dot(mm.cost, x))
-    lp_value = float(h.getInfo().objective_function_value)
-    bound = max(objective, lp_value) if mm.maximize else min(objective, lp_value)
-    return SolveResult(
-        TerminationStatus.OPTIMAL,
-        objective,
-        bound,
-        0.0,
-        runtime,
-        "highs",
-        x=x,
-        message="Optimal (integral LP relaxation)",
+    bound = max(objective, res.objective) if mm.maximize else min(objective, res.objective)
+    return dataclasses.replace(
+        res, objective=objective, dual_bound=bound, x=x, message="Optimal (integral LP relaxation)"
     )
 
 
@@ -524,14 +509,14 @@ def solve_matrix(
     """
     _check_backend(backend)
     t_entry = time.perf_counter()
+    res: SolveResult | None = None
     if backend == "highs" and lp_first and mm.is_mip and not guard:
-        first = _highs_lp_first(mm, time_limit, threads)
-        if first is not None:
-            log.debug("%s highs: integral LP relaxation obj=%s", mm.name, first.objective)
-            return first
-        if time_limit is not None:
+        res = _highs_lp_first(mm, time_limit, threads)
+        if res is None and time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - t_entry), 1e-3)
-    if backend == "highs" and guard and mm.is_mip and time_limit is not None:
+    if res is not None:
+        pass  # the LP relaxation's integral vertex: the MIP's optimum
+    elif backend == "highs" and guard and mm.is_mip and time_limit is not None:
         res = _guarded_highs(
             mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
         )
