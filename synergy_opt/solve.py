@@ -312,7 +312,7 @@ def _highs_lp_first(
     Why: the super-machine MIPs of OPT's rounds count jobs per (class, grid point) and their
     LP vertex is integral on most rounds (6 of 8 multi-GPU 128-GPU rounds); HiGHS's MIP
     machinery (presolve, clique table, root heuristics) costs about ten times the LP there
-    (0.29 ms for primal simplex without presolve against 2.5 ms MIP, median of 48 rounds).
+    (48 rounds: MIP median 2.5 ms; primal simplex without presolve mean 0.29 ms).
     An integral optimal vertex of the relaxation is an optimal MIP solution and its objective
     a proven bound with no gap; it may be a different optimum from the one the MIP returns.
     """
