@@ -170,3 +170,35 @@ def test_counting_route_runs_its_mip_only_where_relax_and_fix_finds_nothing(
     assert nodes == [cr.COUNTING_ROUTE_RELAX_FIX_NODES] * 2
     points, _ = Opt.deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(43.211, abs=ABS_TOL)  # the MIP's too
+
+
+def test_a_packing_at_the_full_server_points_deploys_without_re_optimisation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 128 GPUs seed 4: the packing finds the full-server points' packing
+    (58.467, the proven optimum); its plan deploys at those points as they are.  It was
+    re-optimised by a MIP against the pooled points, which ``opt-exact``'s clock cut after
+    the packing had been found (the answer was then 56.036)."""
+    from synergy_opt.mechanisms import opt_exact
+    from synergy_opt.mechanisms.opt import mechanism
+
+    def refused(*_: Any) -> Any:
+        raise RoundingError("re-optimised")
+
+    monkeypatch.setattr(mechanism, "reoptimise", refused)
+    inst = family_round("split-penalty", 128, 4)
+    got = opt_exact._packed(inst, MechanismOptions(), 60.0)
+    assert got is not None
+    assert got.total_throughput == pytest.approx(58.467, abs=ABS_TOL)
+    assert check_allocation(inst, got, fair_share=True) == []
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    full = full_server_optimum(ctx)
+    assert full is not None and full.optimum == pytest.approx(58.467, abs=ABS_TOL)
+    # the pooled points (58.521) do not deploy on it: only the full-server ones do
+    index = {srv.name: s for s, srv in enumerate(inst.cluster.servers)}
+    plan = {
+        ja.id: tuple(sorted((index[p.server], p.gpus) for p in ja.placement)) for ja in got.jobs
+    }
+    assert Opt._direct_points(ctx, plan) is None
+    assert Opt._direct_points(ctx, plan, at=full) is not None
