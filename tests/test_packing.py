@@ -264,16 +264,16 @@ def test_no_hint_is_tried_where_the_first_packing_is_found_or_refuted(
 ) -> None:
     """The hinted try runs only where the budget ran out: a packing found or proven not to
     exist stays as it was."""
-    from synergy_opt.mechanisms.opt import packing_route
+    from synergy_opt.formulations import packing_cp
 
     calls: list[bool] = []
-    real = packing_route.solve_packing
+    real = packing_cp.solve_packing
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(kwargs.get("hint") is not None and not kwargs.get("fewest_parts"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(packing_route, "solve_packing", counted)
+    monkeypatch.setattr(packing_cp, "solve_packing", counted)
     ctx = Opt().context(family_round(family, gpus, seed))
     assert ctx is not None
     res = pack(ctx, bound_points(ctx), hint=ROUTES["balanced"].plan(ctx))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from synergy_opt.formulations.packing import PackingData
+from synergy_opt.formulations.packing_data import PackingData
 from synergy_opt.solve import TerminationStatus
 
 #: Memory unit of the CP-SAT model (GB): demands round up, capacities down.

@@ -26,9 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from synergy_opt.formulations.packing import packing_data
-from synergy_opt.formulations.packing_cp import PackingResult, solve_packing
+from synergy_opt.formulations.packing_data import packing_data
 from synergy_opt.mechanisms.opt.context import (
     BEST_SO_FAR,
     GpuPlan,
@@ -41,6 +41,9 @@ from synergy_opt.mechanisms.opt.full_servers import full_server_optimum
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import THROUGHPUT_EPS, Job
+
+if TYPE_CHECKING:
+    from synergy_opt.formulations.packing_cp import PackingResult
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,10 @@ def pack(
     out with no packing and ``hint`` (a plan of every runnable job) is given, once more
     within the same budget from that plan (:data:`HINTED_PACKING`).  Raises
     :class:`RoundingError` above :data:`PACKING_MAX_SPREAD_PAIRS`."""
+    # OR-Tools (and the pandas it imports, 0.45 s) loads at the first packing, not with the
+    # mechanisms: most command line calls never pack.
+    from synergy_opt.formulations import packing_cp
+
     free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
     data = packing_data(
         ctx.inst, ctx.runnable, bp.points, bp.spread | free, _floor_servers(ctx, bp)
@@ -121,7 +128,7 @@ def pack(
     ) -> PackingResult:
         """One CP-SAT solve with ``share`` of what is left; a cut by the clock recorded."""
         left = ctx.clock.left()
-        res = solve_packing(
+        res = packing_cp.solve_packing(
             data,
             deterministic_s=budget,
             time_limit=None if left is None else left * share,
