@@ -50,6 +50,7 @@ from synergy_opt.mechanisms.opt.full_servers import (
 )
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+from synergy_opt.mechanisms.opt.packing_route import load_packing_solver
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
@@ -366,6 +367,7 @@ class Opt:
         #: The lowest floor any GPU split allows, per job class, on the same cluster and rule.
         self._lowest_floors: dict[tuple[object, ...], float] = {}
         self._floors_of: tuple[Cluster, str] | None = None
+        load_packing_solver()  # now, not on a round's clock
 
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Allocate one round (see the package docstring for the steps)."""

@@ -87,6 +87,15 @@ class BoundPoints:
     value: float
 
 
+def load_packing_solver() -> None:
+    """Import the CP-SAT packing (OR-Tools and the pandas it imports, about 0.45 s).  Not
+    done by importing the mechanisms, which every command line call pays; done where an
+    ``opt`` is made (:class:`~.mechanism.Opt`), so that it stays outside every round's
+    clock: loaded at the first packing instead, it took a 1-s ``opt`` on split penalties
+    128 GPUs seed 16 short of the neighbourhood step that reaches the optimum."""
+    import synergy_opt.formulations.packing_cp  # noqa: F401
+
+
 def bound_points(ctx: RoundContext) -> BoundPoints:
     """The tightest super-machine's points: the full-server one's where it applies and is
     below the pooled optimum, otherwise the pooled ones."""
@@ -109,9 +118,7 @@ def pack(
     out with no packing and ``hint`` (a plan of every runnable job) is given, once more
     within the same budget from that plan (:data:`HINTED_PACKING`).  Raises
     :class:`RoundingError` above :data:`PACKING_MAX_SPREAD_PAIRS`."""
-    # OR-Tools (and the pandas it imports, 0.45 s) loads at the first packing, not with the
-    # mechanisms: most command line calls never pack.
-    from synergy_opt.formulations import packing_cp
+    from synergy_opt.formulations import packing_cp  # loaded by load_packing_solver
 
     free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
     data = packing_data(
