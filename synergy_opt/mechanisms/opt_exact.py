@@ -52,7 +52,12 @@ from synergy_opt.formulations.patterns_fast import patterns_apply
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.opt.context import RoundingError, time_notes
-from synergy_opt.mechanisms.opt.packing_route import FULL_SERVER_POINTS, bound_points, packing_plan
+from synergy_opt.mechanisms.opt.packing_route import (
+    FULL_SERVER_POINTS,
+    bound_points,
+    load_packing_solver,
+    packing_plan,
+)
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import (
@@ -147,6 +152,7 @@ class OptExact:
 
     def __init__(self, options: MechanismOptions | None = None) -> None:
         self.options = options or MechanismOptions()
+        load_packing_solver()  # its opt and packing: now, not on the time limit's clock
 
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Solve the counting model over TUNE's runnable set, started from TUNE and ``opt``."""
