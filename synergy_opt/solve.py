@@ -514,18 +514,17 @@ def solve_matrix(
         res = _highs_lp_first(mm, time_limit, threads)
         if res is None and time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - t_entry), 1e-3)
-    if res is not None:
-        pass  # the LP relaxation's integral vertex: the MIP's optimum
-    elif backend == "highs" and guard and mm.is_mip and time_limit is not None:
-        res = _guarded_highs(
-            mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
-        )
-    elif backend == "highs":
-        res = _highs_matrix(
-            mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
-        )
-    else:
-        res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
+    if res is None:  # else the LP relaxation's integral vertex: the MIP's optimum
+        if backend == "highs" and guard and mm.is_mip and time_limit is not None:
+            res = _guarded_highs(
+                mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
+            )
+        elif backend == "highs":
+            res = _highs_matrix(
+                mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
+            )
+        else:
+            res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
     res = _finite(mm, res)
     log.debug(
         "%s %s: %s obj=%s bound=%s in %.3fs",

@@ -886,11 +886,9 @@ class Opt:
                 plan = r.plan(ctx)
                 _within_cap(ctx, plan)
                 deployed: dict[str, list[PlacementPart]] = {}
-                points = Opt._direct_points(ctx, plan, deployed)
+                points = Opt._points_as_they_are(ctx, plan, deployed)
                 if points is None:
-                    points = Opt._full_server_points(ctx, plan, deployed)
-                if points is None:
-                    points, _ = solve_points(ctx, point_model(ctx, plan))
+                    points, _ = reoptimise(ctx, plan)
             except RoundingError as e:
                 errors.append(f"{r.name}: {e}")
                 log.info("opt on %s: %s: %s", ctx.inst.name, r.name, e)
@@ -945,23 +943,25 @@ class Opt:
     ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
         """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
         parts: dict[str, list[PlacementPart]] = {}
-        points = Opt._direct_points(ctx, plan, parts)
-        if points is None:
-            points = Opt._full_server_points(ctx, plan, parts)
+        points = Opt._points_as_they_are(ctx, plan, parts)
         if points is not None:
             return points, parts
         return reoptimise(ctx, plan)
 
     @staticmethod
-    def _full_server_points(
+    def _points_as_they_are(
         ctx: RoundContext, plan: GpuPlan, deployed: dict[str, list[PlacementPart]]
     ) -> dict[str, Point] | None:
-        """The full-server super-machine's points on ``plan`` if they deploy as they are
-        (``None`` where that model does not apply or they do not).  The packing and
-        ``counting-full-servers`` plan at those points, not the pooled ones: re-optimising
-        such a plan is a MIP that the clock can cut after the plan was found (split
-        penalties 128 GPUs seed 4, ``opt-exact`` at 10 s: the packing proved 58.467 in 4.4
-        s, then its re-optimisation ended at the time limit and the answer was 56.036)."""
+        """The pooled super-machine's points if they deploy on ``plan`` as they are, else
+        the full-server one's if they do, else ``None`` (``deployed`` receives the parts).
+        The packing and ``counting-full-servers`` plan at the full-server points:
+        re-optimising such a plan is a MIP that the clock can cut after the plan was found
+        (split penalties 128 GPUs seed 4, ``opt-exact`` at 10 s: the packing proved 58.467
+        in 4.4 s, then its re-optimisation ended at the time limit and the answer was
+        56.036)."""
+        points = Opt._direct_points(ctx, plan, deployed)
+        if points is not None:
+            return points
         full = full_server_optimum(ctx)
         if full is None:
             return None
