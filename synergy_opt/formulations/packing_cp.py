@@ -7,29 +7,23 @@ root and nothing to branch towards.  On split penalties 128 GPUs seed 4 HiGHS ne
 for the packing that proves 58.467 optimal (no incumbent for 9.7 s); CP-SAT, one worker,
 finds it in about a second.
 
-Memory is counted in :data:`MEM_UNIT_GB` units, demands rounded up and capacities down, so
-every packing found keeps every GB (the deployment max-flow checks it again).  One worker
-and a deterministic budget (the caller's ``deterministic_s``): the same model gives the same
-packing on every run and machine; a wall-clock limit, where given, can cut it short, and
-the result says so (``TIME_LIMIT``).
+Memory is counted in :data:`~.packing_data.MEM_UNIT_GB` units, demands rounded up and
+capacities down, so every packing found keeps every GB (the deployment max-flow checks it
+again).  One worker and a deterministic budget (the caller's ``deterministic_s``): the same
+model gives the same packing on every run and machine; a wall-clock limit, where given, can
+cut it short, and the result says so (``TIME_LIMIT``).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from synergy_opt.formulations.packing_data import PackingData
+from synergy_opt.formulations.packing_data import PackingData, units_down, units_up
 from synergy_opt.solve import TerminationStatus
-
-#: Memory unit of the CP-SAT model (GB): demands round up, capacities down.
-MEM_UNIT_GB: float = 1e-3
-#: Round-off allowed before rounding a GB amount to units (points carry 124.97999999999999).
-UNIT_EPS: float = 1e-6
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
 Plan = dict[str, tuple[tuple[int, int], ...]]
@@ -46,14 +40,6 @@ class PackingResult:
     plan: Plan | None
     seconds: float
     deterministic_s: float
-
-
-def _up(gb: float) -> int:
-    return int(math.ceil(gb / MEM_UNIT_GB - UNIT_EPS))
-
-
-def _down(gb: float) -> int:
-    return int(math.floor(gb / MEM_UNIT_GB + UNIT_EPS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +59,13 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
     m = cp_model.CpModel()
     G = [s[0] for s in data.servers]
     C = [s[1] for s in data.servers]
-    M = [_down(s[2]) for s in data.servers]
+    M = [units_down(s[2]) for s in data.servers]
     gpu: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     cpu: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     mem: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     n_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     for d, gr in enumerate(data.groups):
-        need, mu = len(gr.jobs), _up(gr.mem_gb)
+        need, mu = len(gr.jobs), units_up(gr.mem_gb)
         got: list[tuple[int, cp_model.IntVar]] = []
         for s in gr.servers:
             cap = min(need, G[s] // gr.gpus)
@@ -99,7 +85,7 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
     a_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     used: list[cp_model.IntVar] = []
     for j, sj in enumerate(data.spread):
-        g, mu = sj.job.gpus, _up(sj.mem_gb)
+        g, mu = sj.job.gpus, units_up(sj.mem_gb)
         parts: list[tuple[int, cp_model.IntVar]] = []
         cores: list[cp_model.IntVar] = []
         gbs: list[cp_model.IntVar] = []

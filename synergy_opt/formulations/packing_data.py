@@ -9,11 +9,28 @@ that importing the mechanisms took, paid by every command line call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from synergy_opt.formulations.counting import Point
 from synergy_opt.types import Job, RoundInstance
+
+#: Memory unit of the packing models that count whole units (CP-SAT, the pattern LP; GB):
+#: demands round up, capacities down, so a packing in units keeps every GB.
+MEM_UNIT_GB: float = 1e-3
+#: Round-off allowed before rounding a GB amount to units (points carry 124.97999999999999).
+UNIT_EPS: float = 1e-6
+
+
+def units_up(gb: float) -> int:
+    """A demand of ``gb`` in :data:`MEM_UNIT_GB` units, rounded up."""
+    return int(math.ceil(gb / MEM_UNIT_GB - UNIT_EPS))
+
+
+def units_down(gb: float) -> int:
+    """A capacity of ``gb`` in :data:`MEM_UNIT_GB` units, rounded down."""
+    return int(math.floor(gb / MEM_UNIT_GB + UNIT_EPS))
 
 
 @dataclass(frozen=True, slots=True)
