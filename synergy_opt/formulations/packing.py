@@ -17,6 +17,10 @@ feasible exactly when this model is.
     (pk8)  sum_d g_d n[d, s] + sum_j a[j, s] <= G_s  per-server GPUs
     (pk9)  sum_d c_d n[d, s] + sum_j p[j, s] <= C_s  per-server cores
     (pk10) sum_d m_d n[d, s] + sum_j q[j, s] <= M_s  per-server memory
+
+:func:`build_packing_lp` is the reference of its pattern LP (``formulations/packing_lp.md``),
+whose positive shortfall proves that no packing exists; the fast path is
+:mod:`~synergy_opt.formulations.packing_lp`, over the same listing of server contents.
 """
 
 from __future__ import annotations
@@ -31,8 +35,16 @@ from synergy_opt.formulations.packing_data import (
     WholeGroup,
     packing_data,
 )
+from synergy_opt.formulations.packing_lp import PatternListing
 
-__all__ = ["PackingData", "SpreadJob", "WholeGroup", "build_packing", "packing_data"]
+__all__ = [
+    "PackingData",
+    "SpreadJob",
+    "WholeGroup",
+    "build_packing",
+    "build_packing_lp",
+    "packing_data",
+]
 
 
 def build_packing(data: PackingData) -> pyo.ConcreteModel:
@@ -123,4 +135,47 @@ def build_packing(data: PackingData) -> pyo.ConcreteModel:
         whole = pyo.quicksum(groups[d].mem_gb * m.n[d, s] for d in on_d[s])
         return whole + pyo.quicksum(m.q[j, s] for j in on_j[s]) <= M[s]
 
+    return m
+
+
+def build_packing_lp(lst: PatternListing) -> pyo.ConcreteModel:
+    """(plp0)-(plp5) of ``formulations/packing_lp.md`` over ``lst``'s contents (Pyomo)."""
+    m = pyo.ConcreteModel(name="packing_lp")
+    cols = [(k, i) for k, sc in enumerate(lst.classes) for i in range(sc.contents.shape[0])]
+    left = [sc.leftovers(lst.data) for sc in lst.classes]
+    rows = [f"d{d}" for d in range(len(lst.need))]
+    rows += [r for r, need in zip(("gpus", "cpus", "mem"), lst.spread_need, strict=True) if need]
+    need = dict(zip(rows, [*lst.need, *(n for n in lst.spread_need if n)], strict=True))
+    m.P = pyo.Set(dimen=2, ordered=True, initialize=cols, doc="(class, content) pairs")
+    m.R = pyo.Set(ordered=True, initialize=rows, doc="rows that may fall short")
+    m.z = pyo.Var(m.P, domain=pyo.NonNegativeReals, doc="servers of class k holding content P")
+    m.short = pyo.Var(m.R, domain=pyo.NonNegativeReals, doc="shortfall of a row")
+
+    def held(k: int, i: int, d: int) -> int:
+        sc = lst.classes[k]
+        return int(sc.contents[i, sc.groups.index(d)]) if d in sc.groups else 0
+
+    @m.Objective(sense=pyo.minimize)
+    def plp0_shortfall(m: pyo.ConcreteModel) -> Any:
+        return pyo.quicksum(m.short[r] / need[r] for r in m.R if need[r] > 0)
+
+    @m.Constraint(range(len(lst.classes)))
+    def plp1_servers(m: pyo.ConcreteModel, k: int) -> Any:
+        n = lst.classes[k].contents.shape[0]
+        return pyo.quicksum(m.z[k, i] for i in range(n)) <= len(lst.classes[k].servers)
+
+    @m.Constraint(range(len(lst.need)))
+    def plp2_whole_jobs(m: pyo.ConcreteModel, d: int) -> Any:
+        got = pyo.quicksum(held(k, i, d) * m.z[k, i] for k, i in m.P)
+        return got + m.short[f"d{d}"] >= lst.need[d]
+
+    def spread_row(r: int, name: str) -> Any:
+        if name not in need:
+            return pyo.Constraint.Skip
+        got = pyo.quicksum(int(left[k][r][i]) * m.z[k, i] for k, i in m.P)
+        return got + m.short[name] >= need[name]
+
+    m.plp3_spread_gpus = pyo.Constraint(rule=lambda m: spread_row(0, "gpus"))
+    m.plp4_spread_cpus = pyo.Constraint(rule=lambda m: spread_row(1, "cpus"))
+    m.plp5_spread_mem = pyo.Constraint(rule=lambda m: spread_row(2, "mem"))
     return m

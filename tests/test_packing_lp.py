@@ -1,0 +1,152 @@
+"""The packing's pattern LP (formulations/packing_lp.md): the matrix fast path against the
+Pyomo reference, a relaxation of the packing (it never refutes a packing CP-SAT finds), and
+its use before CP-SAT in ``opt``'s packing route.
+
+Split penalties 128 GPUs: seed 2's full-server points (59.6616) do not pack (its optimum,
+59.6041, is below them); CP-SAT spent its whole budget there, 4.3 s at a 10-s limit inside
+``opt-exact``.  Seed 4's do (58.467, the proven optimum).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyomo.environ as pyo
+import pytest
+from hypothesis import given, settings
+
+from synergy_opt.formulations import packing
+from synergy_opt.formulations import packing_cp as cp_module
+from synergy_opt.formulations.packing_cp import solve_packing
+from synergy_opt.formulations.packing_data import PackingData, SpreadJob, WholeGroup
+from synergy_opt.formulations.packing_lp import (
+    REFUTE_TOL,
+    build_packing_lp_matrix,
+    pattern_listing,
+    refute_packing,
+)
+from synergy_opt.generate import family_round
+from synergy_opt.mechanisms.opt import Opt
+from synergy_opt.mechanisms.opt.packing_route import FULL_SERVER_POINTS, bound_points, pack
+from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
+from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
+from tests.conftest import ROOT
+from tests.test_packing import packing_cases
+
+
+def _md_names() -> set[str]:
+    text = (ROOT / "formulations" / "packing_lp.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
+
+
+def _full_server_data(seed: int) -> PackingData:
+    """The packing data ``opt``'s packing route builds at the full-server points."""
+    ctx = Opt().context(family_round("split-penalty", 128, seed))
+    assert ctx is not None
+    bp = bound_points(ctx)
+    assert bp.name == FULL_SERVER_POINTS
+    return packing.packing_data(ctx.inst, ctx.runnable, bp.points, bp.spread)
+
+
+def _job(jid: str, gpus: int) -> Job:
+    w = ThroughputMatrix(cpus=(1,), mem_gb=(1.0,), throughput=((1.0,),))
+    return Job(jid, gpus, w)
+
+
+def test_pyomo_component_names_match_markdown() -> None:
+    lst = pattern_listing(_full_server_data(2))
+    assert lst is not None
+    m = packing.build_packing_lp(lst)
+    names = {
+        c.local_name
+        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
+    }
+    assert names == _md_names()
+    rows = {r.split("[")[0] for r in build_packing_lp_matrix(lst).row_names}
+    assert rows == {n for n in _md_names() if n.startswith("plp") and n != "plp0_shortfall"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(packing_cases())
+def test_matrix_lp_equals_the_reference_and_never_refutes_a_packing(
+    case: tuple[RoundInstance, PackingData],
+) -> None:
+    _, data = case
+    lst = pattern_listing(data)
+    assert lst is not None  # tiny rounds: a few contents
+    fast = solve_matrix(build_packing_lp_matrix(lst))
+    ref = solve_pyomo(packing.build_packing_lp(lst))
+    assert fast.status is TerminationStatus.OPTIMAL and ref.status is TerminationStatus.OPTIMAL
+    assert fast.objective == pytest.approx(ref.objective, abs=1e-7)
+    verdict = refute_packing(data)
+    assert verdict.shortfall == pytest.approx(fast.objective, abs=1e-9)
+    got = solve_packing(data, deterministic_s=5.0)
+    assert got.status in (TerminationStatus.OPTIMAL, TerminationStatus.INFEASIBLE)
+    if got.status is TerminationStatus.OPTIMAL:  # a relaxation: a packing leaves no shortfall
+        assert not verdict.refuted, verdict
+        assert verdict.shortfall is not None and verdict.shortfall <= REFUTE_TOL
+
+
+def test_refutes_where_whole_jobs_cannot_share_servers() -> None:
+    """Three 5-GPU jobs on two 8-GPU servers: 15 GPUs of 16, but one job per server."""
+    jobs = tuple(_job(f"j{i}", 5) for i in range(3))
+    data = PackingData((WholeGroup(jobs, 5, 2, 10.0, (0, 1)),), (), ((8, 24, 100.0),) * 2)
+    verdict = refute_packing(data)
+    assert verdict.refuted
+    assert verdict.shortfall == pytest.approx(1 / 3)  # two of three jobs held
+    assert solve_packing(data, deterministic_s=5.0).status is TerminationStatus.INFEASIBLE
+
+
+def test_spread_cores_only_where_a_gpu_is_left() -> None:
+    """Server 0 holds the 8-GPU job (11 cores left, no GPU), server 1 the 6-GPU job (2 GPUs,
+    4 cores left): 15 cores are free, but the spread job's 12 cores can only sit next to
+    its GPUs (plp4), so it does not fit."""
+    big, mid, spread = _job("big", 8), _job("mid", 6), _job("sp", 2)
+    data = PackingData(
+        (WholeGroup((big,), 8, 1, 10.0, (0, 1)), WholeGroup((mid,), 6, 8, 10.0, (0, 1))),
+        (SpreadJob(spread, 12, 10.0, (0, 1)),),
+        ((8, 12, 100.0),) * 2,
+    )
+    verdict = refute_packing(data)
+    assert verdict.refuted
+    assert solve_packing(data, deterministic_s=5.0).status is TerminationStatus.INFEASIBLE
+    roomy = PackingData(data.groups, (SpreadJob(spread, 4, 10.0, (0, 1)),), data.servers)
+    assert not refute_packing(roomy).refuted  # 4 cores fit next to the two free GPUs
+    assert solve_packing(roomy, deterministic_s=5.0).status is TerminationStatus.OPTIMAL
+
+
+def test_refutes_the_full_server_points_of_seed_2_not_those_of_seed_4() -> None:
+    two, four = refute_packing(_full_server_data(2)), refute_packing(_full_server_data(4))
+    assert two.refuted and two.shortfall is not None and two.shortfall > 0.01
+    assert not four.refuted and four.shortfall == pytest.approx(0.0, abs=REFUTE_TOL)
+
+
+def test_no_listing_past_the_limit() -> None:
+    data = _full_server_data(2)
+    assert pattern_listing(data, limit=10) is None
+    verdict = refute_packing(data, limit=10)
+    assert verdict.shortfall is None and not verdict.refuted
+
+
+def test_the_packing_route_skips_cp_sat_where_the_lp_refutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[Any] = []
+    real = cp_module.solve_packing
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cp_module, "solve_packing", counted)
+    ctx = Opt().context(family_round("split-penalty", 128, 2))
+    assert ctx is not None
+    res = pack(ctx, bound_points(ctx))
+    assert res.status is TerminationStatus.INFEASIBLE and res.plan is None
+    assert calls == []  # was: CP-SAT's whole budget, then a hinted second try
+    ctx = Opt().context(family_round("split-penalty", 128, 4))
+    assert ctx is not None
+    res = pack(ctx, bound_points(ctx))
+    assert res.status is TerminationStatus.OPTIMAL and res.plan is not None
+    assert calls  # not refuted: CP-SAT packs it
