@@ -25,13 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_opt import table  # noqa: E402
 
 from synergy_opt.formulations.packing_cp import solve_packing  # noqa: E402
-from synergy_opt.formulations.packing_data import packing_data  # noqa: E402
 from synergy_opt.formulations.packing_lp import refute_packing  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.opt.packing_route import (  # noqa: E402
-    _floor_servers,
     bound_points,
+    route_packing_data,
 )
 
 
@@ -73,10 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         if ctx is None:
             continue
         bp = bound_points(ctx)
-        free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
-        data = packing_data(
-            ctx.inst, ctx.runnable, bp.points, bp.spread | free, _floor_servers(ctx, bp)
-        )
+        data = route_packing_data(ctx, bp)
         verdict = refute_packing(data)
         t = time.perf_counter()
         cp = solve_packing(data, deterministic_s=args.budget)

@@ -28,7 +28,12 @@ from synergy_opt.formulations.packing_lp import (
 )
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms.opt import Opt
-from synergy_opt.mechanisms.opt.packing_route import FULL_SERVER_POINTS, bound_points, pack
+from synergy_opt.mechanisms.opt.packing_route import (
+    FULL_SERVER_POINTS,
+    bound_points,
+    pack,
+    route_packing_data,
+)
 from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
 from tests.conftest import ROOT
@@ -46,7 +51,7 @@ def _full_server_data(seed: int) -> PackingData:
     assert ctx is not None
     bp = bound_points(ctx)
     assert bp.name == FULL_SERVER_POINTS
-    return packing.packing_data(ctx.inst, ctx.runnable, bp.points, bp.spread)
+    return route_packing_data(ctx, bp)
 
 
 def _job(jid: str, gpus: int) -> Job:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from synergy_opt.formulations.packing_data import packing_data
+from synergy_opt.formulations.packing_data import PackingData, packing_data
 from synergy_opt.formulations.packing_lp import refute_packing
 from synergy_opt.mechanisms.opt.context import (
     BEST_SO_FAR,
@@ -112,6 +112,16 @@ def bound_points(ctx: RoundContext) -> BoundPoints:
     return BoundPoints("pooled", ctx.points, ctx.spread_ids, ctx.optimum)
 
 
+def route_packing_data(ctx: RoundContext, bp: BoundPoints) -> PackingData:
+    """The packing the route asks about: the runnable jobs at ``bp``'s points, spread
+    where the super-machine spreads them or where spreading is free (multi-GPU, split
+    penalty 1), each on the servers its floor allows (:func:`_floor_servers`)."""
+    free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
+    return packing_data(
+        ctx.inst, ctx.runnable, bp.points, bp.spread | free, _floor_servers(ctx, bp)
+    )
+
+
 def pack(
     ctx: RoundContext,
     bp: BoundPoints,
@@ -127,10 +137,7 @@ def pack(
     :class:`RoundingError` above :data:`PACKING_MAX_SPREAD_PAIRS`."""
     from synergy_opt.formulations import packing_cp  # loaded by load_packing_solver
 
-    free = {j.id for j in ctx.runnable if j.gpus >= 2 and j.split_penalty >= 1.0}
-    data = packing_data(
-        ctx.inst, ctx.runnable, bp.points, bp.spread | free, _floor_servers(ctx, bp)
-    )
+    data = route_packing_data(ctx, bp)
     pairs = sum(len(sj.servers) for sj in data.spread)
     if pairs > PACKING_MAX_SPREAD_PAIRS:
         raise RoundingError(
