@@ -13,7 +13,8 @@ from tests.conftest import bench_module
 def test_the_table_counts_what_each_settles(capsys: pytest.CaptureFixture[str]) -> None:
     bench = bench_module("bench_packing_lp")
     # split penalties 128 GPUs: seed 2's full-server points are refuted by the LP (CP-SAT
-    # runs out of its budget there), seed 4's are packed by CP-SAT
+    # runs out of its budget there), seed 4's are packed (from the LP's integral contents;
+    # CP-SAT alone needs 1.17 units)
     assert bench.main(["--seeds", "2:5", "--budget", "0.3"]) == 0
     out = capsys.readouterr().out
     rows = {
@@ -23,6 +24,8 @@ def test_the_table_counts_what_each_settles(capsys: pytest.CaptureFixture[str]) 
     }
     assert set(rows) == {2, 3, 4}
     assert rows[2][5] == "refuted" and rows[4][5] == "-"
+    assert rows[4][10] == "packed"  # from the LP's integral contents
+    assert re.search(r"the LP's integral contents pack \d+", out)
     totals = re.search(r"(\d+) rounds: CP-SAT packs (\d+); the LP refutes (\d+)", out)
     assert totals is not None
     n, packed, refuted = (int(g) for g in totals.groups())

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from synergy_opt.check import check_allocation
 from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.formulations.patterns import Pattern
 from synergy_opt.formulations.patterns_fast import _seed_patterns
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism, opt_exact
@@ -376,8 +377,10 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
 def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
     """Cold-started on 32-GPU seed 7, the optimum the search proves is the one its root
     dive packed (the dive is wired into the search, not only callable); reduced-cost
-    fixing's packing, which comes first, is switched off here (tested on its own)."""
+    fixing's packing and the packing at the leaf's points, which come first, are switched
+    off here (tested on their own)."""
     monkeypatch.setattr(bp, "_reach", lambda *args: None)
+    monkeypatch.setattr(bp, "PACK_POINTS", False)
     inst = family_round("split-penalty", 32, 7)
     run, ref = _optimum(inst)
     res = bp.branch_and_price(inst, run, time_limit=60)
@@ -660,3 +663,47 @@ def test_plain_root_ip_is_an_allocation_and_keeps_the_optimum(seed: int) -> None
     for res in (with_it, without):
         assert res is not None and res.proven
         assert res.objective == pytest.approx(ref.objective, rel=REL)
+
+
+#: Split penalties 128 GPUs seed 2's optimum (proven; its stalled leaf's LP value).
+OPTIMUM_SEED2: float = 59.6041
+
+
+def test_a_leaf_is_packed_at_its_lp_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 2's leaf whose LP value is the optimum puts every job at one point; packed at
+    those points (the packing's pattern LP, its integral contents, the spread jobs placed
+    around them) it is an allocation worth that value: the search proves the round.  Before,
+    the leaf's MIP slices and dives stalled at 59.1041 (60-s ``opt-exact``)."""
+    inst = family_round("split-penalty", 128, 2)
+    runnable = select_runnable(inst)
+    packed: list[dict[str, Any]] = []
+    real = bp._pack_points
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        if got is not None:
+            packed.append(got)
+        return got
+
+    monkeypatch.setattr(bp, "_pack_points", spy)
+    res = bp.branch_and_price(inst, runnable, time_limit=60.0)
+    assert res is not None and res.proven
+    assert res.objective == pytest.approx(OPTIMUM_SEED2, abs=1e-6)
+    assert packed, "no leaf was packed at its points"
+    for placements in packed:  # every packing offered is an allocation that passes
+        got = build_allocation(inst, "x", placements)
+        assert check_allocation(inst, got, fair_share=True) == []
+        assert {j.id for j in runnable} == set(placements)
+    assert res.source in ("dive points", "leaf points")
+
+
+def test_no_leaf_points_where_the_lp_splits_a_class_over_points() -> None:
+    """A node LP whose whole-job counts are fractional fixes no point per job."""
+    inst = family_round("split-penalty", 32, 1)
+    data = counting._model_data(inst, select_runnable(inst))
+    _, k, p = data["x_index"][0]
+    pattern = Pattern(0, (((k, p), 1),), (), 1.0)
+    half = bp._NodeLP(1.0, 1.0, {}, {0: 0.5}, (pattern,), 0.0, True)
+    assert bp._leaf_points(data, half) is None
+    whole = dataclasses.replace(half, z={0: 1.0})  # integral, but most jobs left out
+    assert bp._leaf_points(data, whole) is None

@@ -16,13 +16,15 @@ cut it short, and the result says so (``TIME_LIMIT``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from synergy_opt.formulations.packing_data import PackingData, units_down, units_up
+from synergy_opt.formulations.packing_data import MEM_UNIT_GB, PackingData, units_down, units_up
+from synergy_opt.formulations.packing_lp import PatternListing, whole_contents
 from synergy_opt.solve import TerminationStatus
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
@@ -40,6 +42,9 @@ class PackingResult:
     plan: Plan | None
     seconds: float
     deterministic_s: float
+    #: Per spread job, (server, cores, GB) of each part where a packing was found: the
+    #: cores and memory CP-SAT drew from each server of its span.
+    resources: Mapping[str, tuple[tuple[int, int, float], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class PackingModel:
     n: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...]
     #: Per spread job, (server, a[j, s]) pairs.
     a: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...]
+    #: Per spread job, (server, p[j, s], q[j, s]): its cores and memory units there.
+    pq: tuple[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...], ...] = ()
 
 
 def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> PackingModel:
@@ -83,12 +90,14 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
         m.add(sum(v for _, v in got) == need).with_name(f"pk1_whole_jobs[{d}]")
         n_vars.append(tuple(got))
     a_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
+    pq_vars: list[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...]] = []
     used: list[cp_model.IntVar] = []
     for j, sj in enumerate(data.spread):
         g, mu = sj.job.gpus, units_up(sj.mem_gb)
         parts: list[tuple[int, cp_model.IntVar]] = []
         cores: list[cp_model.IntVar] = []
         gbs: list[cp_model.IntVar] = []
+        drawn: list[tuple[int, cp_model.IntVar, cp_model.IntVar]] = []
         for s in sj.servers:
             top = min(g, G[s])
             if top <= 0:
@@ -102,6 +111,7 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
             m.add(p <= C[s] * u).with_name(f"pk6_part_cpus[{j},{s}]")
             m.add(q <= M[s] * u).with_name(f"pk7_part_mem[{j},{s}]")
             parts.append((s, a))
+            drawn.append((s, p, q))
             used.append(u)
             cores.append(p)
             gbs.append(q)
@@ -112,6 +122,7 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
         m.add(sum(cores) == sj.cpus).with_name(f"pk3_spread_cpus[{j}]")
         m.add(sum(gbs) == mu).with_name(f"pk4_spread_mem[{j}]")
         a_vars.append(tuple(parts))
+        pq_vars.append(tuple(drawn))
     for s in range(len(G)):
         if not gpu[s]:
             continue
@@ -120,7 +131,7 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
         m.add(sum(mem[s]) <= M[s]).with_name(f"pk10_mem_capacity[{s}]")
     if fewest_parts and used:
         m.minimize(sum(used))
-    return PackingModel(m, tuple(n_vars), tuple(a_vars))
+    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars))
 
 
 def solve_packing(
@@ -130,15 +141,21 @@ def solve_packing(
     time_limit: float | None = None,
     fewest_parts: bool = False,
     hint: PlanView | None = None,
+    whole: Mapping[tuple[int, int], int] | None = None,
 ) -> PackingResult:
     """A first packing of ``data`` within ``deterministic_s`` of CP-SAT's deterministic time
     (about seconds of one core) and, where given, ``time_limit`` wall seconds; with
     ``fewest_parts`` the one with the fewest parts of spread jobs found in that budget
-    (``hint``: a packing to start from, e.g. a first one)."""
+    (``hint``: a packing to start from, e.g. a first one).  ``whole`` fixes every n[d, s]
+    (missing pairs at 0): only the spread jobs are then placed, around those whole jobs."""
     t0 = time.perf_counter()
     pm = build_packing_cp(data, fewest_parts=fewest_parts)
     if hint is not None:
         _add_hint(data, pm, hint)
+    if whole is not None:
+        for d, got in enumerate(pm.n):
+            for s, v in got:
+                pm.model.add(v == whole.get((d, s), 0))
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.num_workers = 1
@@ -149,7 +166,13 @@ def solve_packing(
     seconds = time.perf_counter() - t0
     dtime = float(solver.deterministic_time)
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return PackingResult(TerminationStatus.OPTIMAL, _plan(data, pm, solver), seconds, dtime)
+        return PackingResult(
+            TerminationStatus.OPTIMAL,
+            _plan(data, pm, solver),
+            seconds,
+            dtime,
+            _resources(data, pm, solver),
+        )
     if code == cp_model.INFEASIBLE:
         status = TerminationStatus.INFEASIBLE
     elif code == cp_model.UNKNOWN:
@@ -186,3 +209,45 @@ def _plan(data: PackingData, pm: PackingModel, solver: cp_model.CpSolver) -> Pla
     for sj, parts in zip(data.spread, pm.a, strict=True):
         plan[sj.job.id] = tuple((s, k) for s, v in parts if (k := int(solver.value(v))) > 0)
     return plan
+
+
+def _resources(
+    data: PackingData, pm: PackingModel, solver: cp_model.CpSolver
+) -> dict[str, tuple[tuple[int, int, float], ...]]:
+    """Per spread job, the cores and GB (units back to GB) it draws from each server."""
+    return {
+        sj.job.id: tuple(
+            (s, int(solver.value(p)), int(solver.value(q)) * MEM_UNIT_GB)
+            for s, p, q in drawn
+            if solver.value(p) or solver.value(q)
+        )
+        for sj, drawn in zip(data.spread, pm.pq, strict=True)
+    }
+
+
+def pack_from_contents(
+    data: PackingData,
+    lst: PatternListing,
+    *,
+    attempts: int,
+    deterministic_s: float,
+    deadline: float | None = None,
+) -> tuple[PackingResult, int] | None:
+    """A packing in two steps (``formulations/packing_lp.md``), with the attempt that found
+    it, or ``None``: the whole jobs where an integral solution of the pattern LP puts them
+    (:func:`~.packing_lp.whole_contents`), then the spread jobs placed around them within
+    ``deterministic_s``; at most ``attempts`` solutions, all before ``deadline``
+    (``time.perf_counter()`` seconds)."""
+    t0 = time.perf_counter()
+    for attempt in range(attempts):
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            break
+        whole = whole_contents(lst, attempt, left)
+        if whole is None:  # no integral solution within the IP's limits
+            break
+        left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)
+        got = solve_packing(data, deterministic_s=deterministic_s, time_limit=left, whole=whole)
+        if got.plan is not None:
+            return dataclasses.replace(got, seconds=time.perf_counter() - t0), attempt
+    return None

@@ -37,6 +37,10 @@ MAX_CONTENTS: int = 50_000
 #: Shortfall (a share of the rows' right-hand sides, summed) above which the LP refutes a
 #: packing.  LP round-off is about 1e-9 here; refutations seen are 0.06 and up.
 REFUTE_TOL: float = 1e-5
+#: The integral LP (:func:`whole_contents`): a node limit (the same answer on every run)
+#: and its gap (attempts after the first differ by their costs only).
+IP_NODES: int = 500
+IP_REL_GAP: float = 1e-3
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -87,12 +91,13 @@ class PatternListing:
 @dataclass(frozen=True, slots=True)
 class LpVerdict:
     """The LP's shortfall (``None``: not built, too many contents, or not solved) and
-    whether that refutes every packing."""
+    whether that refutes every packing; ``listing`` where it was built."""
 
     shortfall: float | None
     refuted: bool
     contents: int
     seconds: float
+    listing: PatternListing | None = None
 
 
 def _contents(caps: list[int], dem: np.ndarray, room: np.ndarray, limit: int) -> np.ndarray | None:
@@ -209,6 +214,46 @@ def refute_packing(data: PackingData, limit: int = MAX_CONTENTS) -> LpVerdict:
         return LpVerdict(None, False, 0, time.perf_counter() - t0)
     res = solve_matrix(build_packing_lp_matrix(lst))
     if res.status is not TerminationStatus.OPTIMAL or res.objective is None:
-        return LpVerdict(None, False, lst.num_contents, time.perf_counter() - t0)
+        return LpVerdict(None, False, lst.num_contents, time.perf_counter() - t0, lst)
     short = float(res.objective)
-    return LpVerdict(short, short > REFUTE_TOL, lst.num_contents, time.perf_counter() - t0)
+    return LpVerdict(short, short > REFUTE_TOL, lst.num_contents, time.perf_counter() - t0, lst)
+
+
+def whole_contents(
+    lst: PatternListing, attempt: int = 0, time_limit: float | None = None
+) -> dict[tuple[int, int], int] | None:
+    """Whole jobs per (group, server) from an integral solution of the LP with no shortfall
+    (z integer: every server gets one listed content), or ``None`` where there is none
+    within :data:`IP_NODES` nodes (and ``time_limit``).  Attempt 0 takes any solution;
+    attempt k > 0 minimises small costs on z drawn from a generator seeded with k, so
+    that each attempt lands on another solution, the same one on every run.
+
+    The spread jobs are summed in this IP, so a solution need not leave each spread job
+    room next to its own GPUs: the caller places them (CP-SAT with these whole jobs fixed)
+    and tries another attempt where they do not fit."""
+    mm = build_packing_lp_matrix(lst)
+    nz = lst.num_contents
+    cost = np.zeros(mm.num_cols)
+    if attempt:
+        cost[:nz] = np.random.default_rng(attempt).random(nz)
+    upper = mm.col_upper.copy()
+    upper[nz:] = 0.0  # no shortfall: every whole job held, the spread jobs' sums met
+    integer = np.zeros(mm.num_cols, dtype=bool)
+    integer[:nz] = True
+    ip = dataclasses.replace(mm, cost=cost, col_upper=upper, integer=integer, name="packing_ip")
+    res = solve_matrix(ip, time_limit=time_limit, rel_gap=IP_REL_GAP, node_limit=IP_NODES)
+    if res.x is None:
+        return None
+    z = np.rint(res.x[:nz]).astype(np.int64)
+    whole: dict[tuple[int, int], int] = {}
+    at = 0
+    for sc in lst.classes:
+        servers = iter(sc.servers)
+        for i in range(sc.contents.shape[0]):
+            for _ in range(int(z[at + i])):
+                s = next(servers)
+                for g, d in enumerate(sc.groups):
+                    if sc.contents[i, g]:
+                        whole[d, s] = int(sc.contents[i, g])
+        at += sc.contents.shape[0]
+    return whole
