@@ -36,11 +36,25 @@ def test_opt_reaches_the_bound_on_mixed_shapes(gpus: int, seed: int) -> None:
     assert check_allocation(inst, got, fair_share=True) == []
 
 
-def test_without_the_route_opt_stops_short(without_routes: Callable[..., None]) -> None:
+def test_without_the_route_opt_stops_short(
+    without_routes: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without this route, and without the packing's pattern LP (whose integral contents
+    now pack this round's points too: below), ``opt`` stops below 0.99 of the bound."""
+    from synergy_opt.mechanisms.opt import packing_route
+
     without_routes("counting-relax-fix")
-    got = make_mechanism("opt").allocate(family_round("mixed-shapes", 128, 1003))
+    inst = family_round("mixed-shapes", 128, 1003)
+    with monkeypatch.context() as m:
+        m.setattr(packing_route, "PACKING_LP", False)
+        got = make_mechanism("opt").allocate(inst)
     assert got.upper_bound is not None
     assert got.total_throughput < 0.99 * got.upper_bound
+    # the packing route alone, from the pattern LP's integral contents, reaches the bound
+    got = make_mechanism("opt").allocate(inst)
+    assert got.upper_bound is not None
+    assert got.total_throughput == pytest.approx(got.upper_bound, abs=1e-6)
+    assert check_allocation(inst, got, fair_share=True) == []
 
 
 def test_route_plan_deploys_the_super_machine_points() -> None:
