@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from synergy_opt.check import check_allocation
 from synergy_opt.formulations import packing
 from synergy_opt.formulations import packing_cp as cp_module
-from synergy_opt.formulations.packing_cp import solve_packing
+from synergy_opt.formulations.packing_cp import pack_from_contents, solve_packing
 from synergy_opt.formulations.packing_data import PackingData, SpreadJob, WholeGroup
 from synergy_opt.formulations.packing_lp import (
     REFUTE_TOL,
@@ -181,14 +181,17 @@ def test_whole_jobs_fixed_leave_only_the_spread_jobs_to_place() -> None:
     data = _full_server_data(14)
     lst = pattern_listing(data)
     assert lst is not None
-    whole = whole_contents(lst)
-    assert whole is not None
-    got = solve_packing(data, deterministic_s=1.0, whole=whole)
-    if got.plan is not None:  # the whole jobs sit where they were fixed
-        for d, gr in enumerate(data.groups):
-            for job in gr.jobs:
-                ((s, _),) = got.plan[job.id]
-                assert whole.get((d, s), 0) > 0
+    found = pack_from_contents(data, lst, attempts=12, deterministic_s=1.0)
+    assert found is not None
+    got, attempt = found
+    whole = whole_contents(lst, attempt)
+    assert got.plan is not None and whole is not None
+    placed: dict[tuple[int, int], int] = {}  # the whole jobs sit exactly where they were fixed
+    for d, gr in enumerate(data.groups):
+        for job in gr.jobs:
+            ((s, _),) = got.plan[job.id]
+            placed[d, s] = placed.get((d, s), 0) + 1
+    assert placed == {ds: n for ds, n in whole.items() if n}
     # more whole jobs fixed on a server than it holds: no packing
     d, s = next(iter(whole))
     too_many = dict(whole) | {(d, s): whole[d, s] + 9}

@@ -951,10 +951,7 @@ def _pack_points(
             out[jid] = [PlacementPart(names[s], g, c, m)]
             continue
         drawn = {s: (cp, gb) for s, cp, gb in res.resources.get(jid, ())}
-        out[jid] = [
-            PlacementPart(names[s], g, drawn.get(s, (0, 0.0))[0], drawn.get(s, (0, 0.0))[1])
-            for s, g in parts
-        ]
+        out[jid] = [PlacementPart(names[s], g, *drawn.get(s, (0, 0.0))) for s, g in parts]
     log.debug("leaf points: packed at attempt %d in %.3f s", attempt, res.seconds)
     return out
 

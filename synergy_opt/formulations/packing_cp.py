@@ -24,7 +24,11 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from synergy_opt.formulations.packing_data import MEM_UNIT_GB, PackingData, units_down, units_up
-from synergy_opt.formulations.packing_lp import PatternListing, whole_contents
+from synergy_opt.formulations.packing_lp import (
+    PatternListing,
+    build_packing_lp_matrix,
+    whole_contents,
+)
 from synergy_opt.solve import TerminationStatus
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
@@ -239,11 +243,12 @@ def pack_from_contents(
     ``deterministic_s``; at most ``attempts`` solutions, all before ``deadline``
     (``time.perf_counter()`` seconds)."""
     t0 = time.perf_counter()
+    lp = build_packing_lp_matrix(lst)  # once: attempts differ only in their costs
     for attempt in range(attempts):
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             break
-        whole = whole_contents(lst, attempt, left)
+        whole = whole_contents(lst, attempt, left, lp)
         if whole is None:  # no integral solution within the IP's limits
             break
         left = None if deadline is None else max(deadline - time.perf_counter(), 1e-3)

@@ -220,7 +220,10 @@ def refute_packing(data: PackingData, limit: int = MAX_CONTENTS) -> LpVerdict:
 
 
 def whole_contents(
-    lst: PatternListing, attempt: int = 0, time_limit: float | None = None
+    lst: PatternListing,
+    attempt: int = 0,
+    time_limit: float | None = None,
+    lp: MatrixModel | None = None,
 ) -> dict[tuple[int, int], int] | None:
     """Whole jobs per (group, server) from an integral solution of the LP with no shortfall
     (z integer: every server gets one listed content), or ``None`` where there is none
@@ -230,8 +233,9 @@ def whole_contents(
 
     The spread jobs are summed in this IP, so a solution need not leave each spread job
     room next to its own GPUs: the caller places them (CP-SAT with these whole jobs fixed)
-    and tries another attempt where they do not fit."""
-    mm = build_packing_lp_matrix(lst)
+    and tries another attempt where they do not fit.  ``lp``: ``lst``'s LP
+    (:func:`build_packing_lp_matrix`), where the caller built it once for all attempts."""
+    mm = build_packing_lp_matrix(lst) if lp is None else lp
     nz = lst.num_contents
     cost = np.zeros(mm.num_cols)
     if attempt:
