@@ -1044,6 +1044,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     threads: int | None = None,
     halt: Callable[[], bool] | None = None,
     plain_root: bool = True,
+    dive_only: bool = False,
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
@@ -1052,6 +1053,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     settled within :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each
     node, ends the search early (the caller has its answer elsewhere).  ``plain_root``:
     where a warm start seeded the pool, the root also runs :func:`_plain_root_ip`.
+    ``dive_only``: the root's column generation, its dive and the dive leaf packed at its
+    points, nothing else (no integer masters, no leaf MIPs, no branching): an allocation
+    quickly, for ``opt``'s ``pattern-dive`` step; ``bound`` is then the root's.
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -1121,12 +1125,12 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     len(pool),
                     time.perf_counter() - t0,
                 )
-                left = min(ROOT_IP_S, deadline - time.perf_counter())
-                ip = _restricted_ip(data, pool, node, left)
+                left = 0.0 if dive_only else min(ROOT_IP_S, deadline - time.perf_counter())
+                ip = _restricted_ip(data, pool, node, left) if left > 0 else None
                 values = None if ip is None else _master_values(data, ip)
                 if values is not None:
                     offer(placements_from_values(data, values), "restricted IP")
-                if plain_root and vectors and bound > inc + tol():
+                if plain_root and not dive_only and vectors and bound > inc + tol():
                     stop = min(deadline, time.perf_counter() + PLAIN_ROOT_SHARE * time_limit)
                     found_p = _plain_root_ip(data, pricer, stop)
                     if found_p is not None:
@@ -1134,7 +1138,8 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 if bound <= inc + tol():
                     continue
                 # a dive down to one leaf and its packing: an early incumbent to prune with
-                stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
+                share = 1.0 if dive_only else ROOT_DIVE_SHARE
+                stop = min(deadline, time.perf_counter() + share * time_limit)
                 leaf, leaf_lp = _dive_to_leaf(data, pricer, pool, node, deadline=stop)
                 if (
                     PACK_POINTS
@@ -1145,6 +1150,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     found_p = _pack_points(inst, jobs, data, leaf_lp, deadline)
                     if found_p is not None:
                         offer(found_p, "dive points")
+                if dive_only:
+                    heapq.heappush(heap, (-bound, tie, node, 0.0))  # open: its bound stands
+                    break
                 if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
                     # first the leaf MIP over the servers an allocation worth the leaf's
                     # bound can have (_reach); it may take more than the dive's share

@@ -58,6 +58,7 @@ from synergy_opt.mechanisms.opt.packing_route import (
     load_packing_solver,
     packing_plan,
 )
+from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import (
@@ -139,6 +140,9 @@ BESIDE_MIN_S: float = 0.1
 #: since the child already runs ``opt`` longer; the search's extra time proved split
 #: penalties 128 seed 14 at 10 s (6.7 s) and took seed 11 from 3.09 % to 0.20 %.
 LATE_OPT_BESIDE: bool = False
+#: ``opt``'s routes left out where ``opt-exact`` runs ``opt``: ``pattern-dive`` runs the
+#: first steps of the branch-and-price search that ``opt-exact`` runs whole after it.
+EXACT_ROUTES_OFF: frozenset[str] = frozenset({PATTERN_DIVE})
 #: How long past the limit the answer waits for that child (``opt`` can overrun its
 #: clock by a fraction of a second) before it is killed.
 BESIDE_GRACE_S: float = 0.5
@@ -295,10 +299,11 @@ class OptExact:
 
 def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
     """``opt`` as one of ``opt-exact``'s candidates: its notes are logged at INFO (they
-    belong to an answer ``opt-exact`` may not return; it logs its own answer's)."""
+    belong to an answer ``opt-exact`` may not return; it logs its own answer's), and the
+    routes of :data:`EXACT_ROUTES_OFF` are left out."""
     mech = make_mechanism("opt", options)
     if isinstance(mech, Opt):
-        return mech._allocate(inst, quiet=True)
+        return Opt(options, routes_off=EXACT_ROUTES_OFF)._allocate(inst, quiet=True)
     return mech.allocate(inst)
 
 

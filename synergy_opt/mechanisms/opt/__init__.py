@@ -21,7 +21,10 @@
    charges it the whole server (``counting-full-servers``, :mod:`.full_servers`; that
    model's bound also lowers the target and the reported bound); and where the
    super-machine's points cannot all be realised, the same counting model over each job's
-   point and the three best points below it (``counting-near``);
+   point and the three best points below it (``counting-near``); beside the late routes,
+   in a child process under a time limit on split-penalty rounds, branch-and-price's root
+   and its dive to one packed leaf (``pattern-dive``, :mod:`.pattern_dive`), whose plan
+   joins theirs;
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
@@ -61,6 +64,7 @@ from synergy_opt.mechanisms.opt import (
     mechanism,
     neighbourhood,
     packing_route,
+    pattern_dive,
     relax_fix_route,
     repair,
     routes,
@@ -85,6 +89,7 @@ __all__ = [
     "configure",
     "context",
     "counting_route",
+    "pattern_dive",
     "gather_move",
     "mechanism",
     "neighbourhood",

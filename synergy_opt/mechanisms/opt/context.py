@@ -138,6 +138,9 @@ class RoundContext:
     max_fragmented: int
     options: MechanismOptions
     clock: Clock
+    #: Routes the caller switched off, by name (``opt-exact`` runs the search the
+    #: ``pattern-dive`` route borrows from, so its ``opt`` leaves that route out).
+    routes_off: frozenset[str] = frozenset()
     #: Plans a route shares with another (the placement LP's, used by two routes; the best
     #: deployed plan so far, :data:`BEST_SO_FAR`, which the late routes may start from).
     memo: dict[str, GpuPlan] = field(default_factory=dict, compare=False, repr=False)

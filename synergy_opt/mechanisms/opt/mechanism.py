@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from synergy_opt.check import check_allocation, fair_share_floor, forced_split_factor
+from synergy_opt.deadline import Child, warm_up
 from synergy_opt.formulations.fast import (
     DemandClass,
     JobClass,
@@ -51,6 +52,7 @@ from synergy_opt.mechanisms.opt.full_servers import (
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.packing_route import load_packing_solver
+from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan, start_dive
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
@@ -351,8 +353,12 @@ class Opt:
 
     name = "opt"
 
-    def __init__(self, options: MechanismOptions | None = None) -> None:
+    def __init__(
+        self, options: MechanismOptions | None = None, *, routes_off: frozenset[str] = frozenset()
+    ) -> None:
         self.options = options or MechanismOptions()
+        #: Late routes left out by name (a caller that runs their work itself).
+        self.routes_off = routes_off
         if self.options.threads is None:
             self.options = dataclasses.replace(self.options, threads=OPT_THREADS)
         self._cache: OrderedDict[RoundKey, CachedRound] = OrderedDict()
@@ -368,6 +374,8 @@ class Opt:
         self._lowest_floors: dict[tuple[object, ...], float] = {}
         self._floors_of: tuple[Cluster, str] | None = None
         load_packing_solver()  # now, not on a round's clock
+        if self.options.time_limit_s is not None:
+            warm_up()  # the pattern dive's child process server (0.25 s), likewise
 
     def allocate(self, inst: RoundInstance) -> Allocation:
         """Allocate one round (see the package docstring for the steps)."""
@@ -502,7 +510,7 @@ class Opt:
         sub = dataclasses.replace(self.options, time_limit_s=left())
 
         def fixed(mod: RoundInstance) -> Allocation:
-            return Opt(sub)._allocate(mod, quiet=True)
+            return Opt(sub, routes_off=self.routes_off)._allocate(mod, quiet=True)
 
         def plain() -> Allocation:
             return self._solve(inst, runnable, tune, t0, logging.INFO, time_limit_s=left())
@@ -577,7 +585,13 @@ class Opt:
             res.runtime_s,
         )
         ctx = self._context(inst, runnable, tune, ksm, res, clock)
-        mine, errors = self._round(ctx, upper, self._kept(ctx))
+        # the pattern dive runs beside the routes from the start (:mod:`.pattern_dive`)
+        dive = start_dive(ctx)
+        try:
+            mine, errors = self._round(ctx, upper, self._kept(ctx), dive)
+        finally:
+            if dive is not None:
+                dive.kill()
         if mine is None:
             notes = [f"fell back to tune: {'; '.join(errors)}"]
             if ctx.time_stops:  # a route the clock cut may be why every route failed
@@ -695,10 +709,15 @@ class Opt:
             max_fragmented=cap,
             options=self.options,
             clock=clock,
+            routes_off=self.routes_off,
         )
 
     def _round(
-        self, ctx: RoundContext, upper: float | None, kept: GpuPlan | None = None
+        self,
+        ctx: RoundContext,
+        upper: float | None,
+        kept: GpuPlan | None = None,
+        dive: Child | None = None,
     ) -> tuple[Allocation | None, list[str]]:
         """Route plans in registry order; the first whose super-machine points deploy and
         reach the target ends the search.  A plan on which they do not deploy is first
@@ -833,9 +852,24 @@ class Opt:
         late: list[State] = []
         if start is None or start.total < target:
             start = self._late_routes(ctx, start, target, any_spreads, keep, errors, late)
+        taken = False
+        if dive is not None and (start is None or start.total < target) and dive.ready():
+            # the dive beside the routes has answered: its plan is one more late plan (the
+            # search starts from the best, then from the others)
+            taken = True
+            dived = self._dived(ctx, dive, keep)
+            if dived is not None:
+                late.append(dived)
+                if start is None or dived.total > start.total + PRUNE_EPS * max(1.0, start.total):
+                    start = dived
         if start is None:
             return None, errors
         state = _search(ctx, start, target)
+        if dive is not None and not taken and state.total < target and dive.ready():
+            # answered during that search: searched from below, with the other late plans
+            dived = self._dived(ctx, dive, keep)
+            if dived is not None:
+                late.append(dived)
         for other_start in sorted((s for s in late if s is not start), key=lambda s: -s.total):
             # Another late plan can be the better start (split penalties 128 GPUs seed
             # 1195: from counting-full-servers' 55.547 the search gains nothing, from
@@ -858,6 +892,26 @@ class Opt:
         return build_allocation(
             inst, self.name, parts, solver=ctx.options.solver, upper_bound=upper
         ), errors
+
+    @staticmethod
+    def _dived(ctx: RoundContext, dive: Child, keep: Callable[..., State]) -> State | None:
+        """The ``pattern-dive`` plan (:mod:`.pattern_dive`; the dive has answered),
+        re-optimised as a late route's plan is; ``None`` where it found none."""
+        plan = dive_plan(ctx, dive)
+        if plan is None:
+            return None
+        try:
+            _within_cap(ctx, plan)
+            deployed: dict[str, list[PlacementPart]] = {}
+            points = Opt._points_as_they_are(ctx, plan, deployed)
+            if points is None:
+                points, _ = reoptimise(ctx, plan)
+        except RoundingError as e:
+            log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
+            return None
+        # taken: whether the dive had answered by now depends on the machine's speed
+        ctx.time_stops.append(PATTERN_DIVE)
+        return keep(PATTERN_DIVE, plan, points, deployed)
 
     @staticmethod
     def _late_routes(
