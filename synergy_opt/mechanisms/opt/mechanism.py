@@ -901,17 +901,26 @@ class Opt:
         if plan is None:
             return None
         try:
-            _within_cap(ctx, plan)
-            deployed: dict[str, list[PlacementPart]] = {}
-            points = Opt._points_as_they_are(ctx, plan, deployed)
-            if points is None:
-                points, _ = reoptimise(ctx, plan)
+            points, deployed = Opt._late_points(ctx, plan)
         except RoundingError as e:
             log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
             return None
         # taken: whether the dive had answered by now depends on the machine's speed
         ctx.time_stops.append(PATTERN_DIVE)
         return keep(PATTERN_DIVE, plan, points, deployed)
+
+    @staticmethod
+    def _late_points(
+        ctx: RoundContext, plan: GpuPlan
+    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
+        """A late plan's points (and their parts, where deployed as they are: else empty)
+        within the cap: the super-machine's if they deploy on it, else re-optimised."""
+        _within_cap(ctx, plan)
+        deployed: dict[str, list[PlacementPart]] = {}
+        points = Opt._points_as_they_are(ctx, plan, deployed)
+        if points is None:
+            points, _ = reoptimise(ctx, plan)
+        return points, deployed
 
     @staticmethod
     def _late_routes(
@@ -938,11 +947,7 @@ class Opt:
                 ctx.memo[BEST_SO_FAR] = state.plan
             try:
                 plan = r.plan(ctx)
-                _within_cap(ctx, plan)
-                deployed: dict[str, list[PlacementPart]] = {}
-                points = Opt._points_as_they_are(ctx, plan, deployed)
-                if points is None:
-                    points, _ = reoptimise(ctx, plan)
+                points, deployed = Opt._late_points(ctx, plan)
             except RoundingError as e:
                 errors.append(f"{r.name}: {e}")
                 log.info("opt on %s: %s: %s", ctx.inst.name, r.name, e)
