@@ -140,7 +140,7 @@ BESIDE_MIN_S: float = 0.1
 #: since the child already runs ``opt`` longer; the search's extra time proved split
 #: penalties 128 seed 14 at 10 s (6.7 s) and took seed 11 from 3.09 % to 0.20 %.
 LATE_OPT_BESIDE: bool = False
-#: ``opt``'s routes left out where ``opt-exact`` runs ``opt``: ``pattern-dive`` runs the
+#: ``opt``'s steps left out where ``opt-exact`` runs ``opt``: ``pattern-dive`` runs the
 #: first steps of the branch-and-price search that ``opt-exact`` runs whole after it.
 EXACT_ROUTES_OFF: frozenset[str] = frozenset({PATTERN_DIVE})
 #: How long past the limit the answer waits for that child (``opt`` can overrun its
@@ -300,7 +300,7 @@ class OptExact:
 def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
     """``opt`` as one of ``opt-exact``'s candidates: its notes are logged at INFO (they
     belong to an answer ``opt-exact`` may not return; it logs its own answer's), and the
-    routes of :data:`EXACT_ROUTES_OFF` are left out."""
+    steps of :data:`EXACT_ROUTES_OFF` are left out."""
     mech = make_mechanism("opt", options)
     if isinstance(mech, Opt):
         return Opt(options, routes_off=EXACT_ROUTES_OFF)._allocate(inst, quiet=True)

@@ -138,8 +138,8 @@ class RoundContext:
     max_fragmented: int
     options: MechanismOptions
     clock: Clock
-    #: Routes the caller switched off, by name (``opt-exact`` runs the search the
-    #: ``pattern-dive`` route borrows from, so its ``opt`` leaves that route out).
+    #: Steps the caller switched off, by name (``opt-exact`` runs the whole search the
+    #: ``pattern-dive`` step runs the first part of, so its ``opt`` leaves that step out).
     routes_off: frozenset[str] = frozenset()
     #: Plans a route shares with another (the placement LP's, used by two routes; the best
     #: deployed plan so far, :data:`BEST_SO_FAR`, which the late routes may start from).

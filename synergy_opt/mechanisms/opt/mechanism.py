@@ -357,7 +357,8 @@ class Opt:
         self, options: MechanismOptions | None = None, *, routes_off: frozenset[str] = frozenset()
     ) -> None:
         self.options = options or MechanismOptions()
-        #: Late routes left out by name (a caller that runs their work itself).
+        #: Steps left out by name (a caller that runs their work itself: ``opt-exact``
+        #: leaves out the pattern dive, :mod:`.pattern_dive`).
         self.routes_off = routes_off
         if self.options.threads is None:
             self.options = dataclasses.replace(self.options, threads=OPT_THREADS)
@@ -730,7 +731,11 @@ class Opt:
         With ``kept`` (the last round's GPUs of jobs still here, :meth:`_kept`), the warm
         start goes first: those jobs where they were, the new ones placed as ``balanced``
         places them.  If the super-machine points deploy on it within the target gap, it is
-        the answer; otherwise it is dropped and the cold search runs exactly as without it."""
+        the answer; otherwise it is dropped and the cold search runs exactly as without it.
+
+        With ``dive`` (the pattern dive running beside, :mod:`.pattern_dive`), its plan, if
+        it has answered when the late routes end (else when the search from their best plan
+        ends), is one more late plan; the caller stops the dive."""
         inst = ctx.inst
         target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
         best: tuple[tuple[float, int], State] | None = None
@@ -852,12 +857,11 @@ class Opt:
         late: list[State] = []
         if start is None or start.total < target:
             start = self._late_routes(ctx, start, target, any_spreads, keep, errors, late)
-        taken = False
         if dive is not None and (start is None or start.total < target) and dive.ready():
             # the dive beside the routes has answered: its plan is one more late plan (the
             # search starts from the best, then from the others)
-            taken = True
             dived = self._dived(ctx, dive, keep)
+            dive = None  # taken
             if dived is not None:
                 late.append(dived)
                 if start is None or dived.total > start.total + PRUNE_EPS * max(1.0, start.total):
@@ -865,7 +869,7 @@ class Opt:
         if start is None:
             return None, errors
         state = _search(ctx, start, target)
-        if dive is not None and not taken and state.total < target and dive.ready():
+        if dive is not None and state.total < target and dive.ready():
             # answered during that search: searched from below, with the other late plans
             dived = self._dived(ctx, dive, keep)
             if dived is not None:

@@ -1,4 +1,4 @@
-"""The ``pattern-dive`` step: the exact search's first allocation, beside ``opt``'s late routes.
+"""The ``pattern-dive`` step: the exact search's first allocation, beside ``opt``'s routes.
 
 On split-penalty rounds the counting routes fix each job's point before they place it,
 and where a job fills every server it fits on the points they offer cannot all be
