@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         by_contents, contents_s = "-", 0.0
         if not verdict.refuted and verdict.listing is not None:
             t = time.perf_counter()
-            got = _by_contents(ctx, data, verdict.listing, 1.0)
+            got = _by_contents(ctx, data, verdict.listing, 1.0, verdict.matrix)
             contents_s = time.perf_counter() - t
             by_contents = "packed" if got is not None else "none"
             contents_packed += got is not None

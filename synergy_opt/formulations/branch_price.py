@@ -936,6 +936,7 @@ def _pack_points(
         attempts=POINT_ATTEMPTS,
         deterministic_s=POINT_SPREAD_S,
         deadline=deadline,
+        lp=verdict.matrix,
     )
     if found is None:
         log.debug("leaf points: no packing from the LP's integral contents")

@@ -29,6 +29,7 @@ from synergy_opt.formulations.packing_lp import (
     build_packing_lp_matrix,
     whole_contents,
 )
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import TerminationStatus
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
@@ -236,14 +237,17 @@ def pack_from_contents(
     attempts: int,
     deterministic_s: float,
     deadline: float | None = None,
+    lp: MatrixModel | None = None,
 ) -> tuple[PackingResult, int] | None:
     """A packing in two steps (``formulations/packing_lp.md``), with the attempt that found
     it, or ``None``: the whole jobs where an integral solution of the pattern LP puts them
     (:func:`~.packing_lp.whole_contents`), then the spread jobs placed around them within
     ``deterministic_s``; at most ``attempts`` solutions, all before ``deadline``
-    (``time.perf_counter()`` seconds)."""
+    (``time.perf_counter()`` seconds).  ``lp``: ``lst``'s LP where the caller has it
+    (:attr:`~.packing_lp.LpVerdict.matrix`)."""
     t0 = time.perf_counter()
-    lp = build_packing_lp_matrix(lst)  # once: attempts differ only in their costs
+    if lp is None:
+        lp = build_packing_lp_matrix(lst)  # once: attempts differ only in their costs
     for attempt in range(attempts):
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:

@@ -91,13 +91,15 @@ class PatternListing:
 @dataclass(frozen=True, slots=True)
 class LpVerdict:
     """The LP's shortfall (``None``: not built, too many contents, or not solved) and
-    whether that refutes every packing; ``listing`` where it was built."""
+    whether that refutes every packing; ``listing`` and its LP ``matrix`` where they were
+    built (the integral contents reuse both)."""
 
     shortfall: float | None
     refuted: bool
     contents: int
     seconds: float
     listing: PatternListing | None = None
+    matrix: MatrixModel | None = None
 
 
 def _contents(caps: list[int], dem: np.ndarray, room: np.ndarray, limit: int) -> np.ndarray | None:
@@ -212,11 +214,13 @@ def refute_packing(data: PackingData, limit: int = MAX_CONTENTS) -> LpVerdict:
     lst = pattern_listing(data, limit)
     if lst is None:
         return LpVerdict(None, False, 0, time.perf_counter() - t0)
-    res = solve_matrix(build_packing_lp_matrix(lst))
+    mm = build_packing_lp_matrix(lst)
+    res = solve_matrix(mm)
     if res.status is not TerminationStatus.OPTIMAL or res.objective is None:
-        return LpVerdict(None, False, lst.num_contents, time.perf_counter() - t0, lst)
+        return LpVerdict(None, False, lst.num_contents, time.perf_counter() - t0, lst, mm)
     short = float(res.objective)
-    return LpVerdict(short, short > REFUTE_TOL, lst.num_contents, time.perf_counter() - t0, lst)
+    seconds = time.perf_counter() - t0
+    return LpVerdict(short, short > REFUTE_TOL, lst.num_contents, seconds, lst, mm)
 
 
 def whole_contents(

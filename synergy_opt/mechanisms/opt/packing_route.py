@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from synergy_opt.formulations.packing_data import PackingData, packing_data
 from synergy_opt.formulations.packing_lp import PatternListing, refute_packing
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.opt.context import (
     BEST_SO_FAR,
     GpuPlan,
@@ -164,6 +165,7 @@ def pack(
         )
 
     listing: PatternListing | None = None
+    lp: MatrixModel | None = None
     if PACKING_LP:
         verdict = refute_packing(data)
         if verdict.refuted:
@@ -178,7 +180,7 @@ def pack(
             return packing_cp.PackingResult(
                 TerminationStatus.INFEASIBLE, None, verdict.seconds, 0.0
             )
-        listing = verdict.listing
+        listing, lp = verdict.listing, verdict.matrix
 
     def solve(
         budget: float, hint: GpuPlan | None = None, *, fewest_parts: bool = False
@@ -201,7 +203,7 @@ def pack(
     else:  # CP-SAT's quick packings first, then the LP's integral contents, then CP-SAT
         res = solve(QUICK_DETERMINISTIC_S)
         if res.status is TerminationStatus.LIMIT:
-            found = _by_contents(ctx, data, listing, share)
+            found = _by_contents(ctx, data, listing, share, lp)
             res = found if found is not None else solve(PACKING_DETERMINISTIC_S)
     if (
         HINTED_PACKING
@@ -225,7 +227,11 @@ def pack(
 
 
 def _by_contents(
-    ctx: RoundContext, data: PackingData, lst: PatternListing, share: float
+    ctx: RoundContext,
+    data: PackingData,
+    lst: PatternListing,
+    share: float,
+    lp: MatrixModel | None = None,
 ) -> PackingResult | None:
     """A packing from the pattern LP's integral contents
     (:func:`~synergy_opt.formulations.packing_cp.pack_from_contents`), at most
@@ -241,6 +247,7 @@ def _by_contents(
         attempts=CONTENT_ATTEMPTS,
         deterministic_s=SPREAD_DETERMINISTIC_S,
         deadline=deadline,
+        lp=lp,
     )
     if found is None:
         log.info("no packing from the pattern LP's integral contents")
