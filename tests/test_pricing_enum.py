@@ -22,7 +22,7 @@ from synergy_opt.formulations.patterns_fast import (
     _zero_prices,
     build_pricing_matrix,
 )
-from synergy_opt.formulations.pricing_enum import PRICING_METHODS, PatternTable
+from synergy_opt.formulations.pricing_enum import PRICING_METHODS, PatternTable, SlotSide
 from synergy_opt.generate import family_round
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.packing import select_runnable
@@ -117,12 +117,12 @@ def test_slot_sets_respect_one_role_and_gpus() -> None:
     (``pat_one_role``) nor more parts than the server has GPUs."""
     data = _data(128, 2)
     s = server_shapes(data)[0][0]
-    table = PatternTable.build(data, s)
-    assert table is not None
-    per_class = table.sets.astype(int) @ np.eye(len(table.class_cap), dtype=int)[table.slot_class]
-    assert np.all(per_class <= table.class_cap)
-    assert np.all(table.sets.sum(1) <= table.G)
-    assert table.sets.shape[0] > 1 and not table.sets[0].any()  # the empty set first
+    side = SlotSide.build(data, s)
+    assert side is not None
+    per_class = side.sets.astype(int) @ np.eye(len(side.class_cap), dtype=int)[side.slot_class]
+    assert np.all(per_class <= side.class_cap)
+    assert np.all(side.sets.sum(1) <= side.G)
+    assert side.sets.shape[0] > 1 and not side.sets[0].any()  # the empty set first
 
 
 def test_too_long_a_table_falls_back_to_the_mip() -> None:

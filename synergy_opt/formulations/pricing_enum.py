@@ -74,25 +74,19 @@ MEM_TOL: float = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
-class PatternTable:
-    """Every whole-job content of one server (rows), and its slots' static data.
+class SlotSide:
+    """One server class's spread slots: what every exact pricer of the class shares.
 
-    ``idx[r]`` lists row r's whole-job columns (repeated per copy, padded with ``nx``);
-    ``gpus``, ``cores``, ``mem`` its totals; ``sig[r]`` the id of its counts of the
-    classes with slots (``sig_counts``).  Rows are sorted by (sig, gpus, cores, mem) and
-    ``seg`` numbers the runs of equal (sig, gpus, cores).  ``sets`` are the sets U of
-    slots that may have a part on one server together (one row of booleans each).
+    ``sets`` are the sets U of slots that may have a part on one server together (one
+    row of booleans each); ``slot_class`` maps a slot to its class among the classes with
+    slots, whose whole jobs and parts together are at most ``class_cap``; ``bounds`` are a
+    part's a, cp, mp upper bounds.  Given a set U and the whole jobs' GPUs, cores and GB,
+    the parts fill what is left greedily (module docstring), so a pricer only has to find
+    the best whole jobs per (compatible counts, GPUs, cores, GB).
     """
 
     nx: int
     slots: tuple[tuple[int, int], ...]
-    idx: np.ndarray
-    gpus: np.ndarray
-    cores: np.ndarray
-    mem: np.ndarray
-    sig: np.ndarray
-    sig_counts: np.ndarray
-    seg: np.ndarray
     sets: np.ndarray
     slot_class: np.ndarray
     class_cap: np.ndarray
@@ -101,12 +95,172 @@ class PatternTable:
     C: int
     M: float
     floor: float
+
+    @classmethod
+    def build(cls, data: Mapping[str, Any], s: int) -> SlotSide | None:
+        """Server s's slots; None past :data:`MAX_SETS` sets of slots."""
+        xs, slots = server_columns(data, s)
+        spread = sorted({k for k, _ in slots})  # classes whose count a set of slots limits
+        spread_of = {k: r for r, k in enumerate(spread)}
+        spread_caps = [int(data["n"][k]) for k in spread]
+        G = int(data["G"][s])
+        sets = _slot_sets(slots, spread_caps, spread_of, G)
+        if sets is None:
+            log.debug("pricing of server %s: over %d slot sets, MIP pricing", s, MAX_SETS)
+            return None
+        bounds = np.asarray([part_bounds(dict(data), *ki, s) for ki in slots], dtype=np.float64)
+        return cls(
+            len(xs),
+            tuple(slots),
+            sets,
+            np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64),
+            np.asarray(spread_caps, dtype=np.int64),
+            bounds.reshape(len(slots), 3),
+            G,
+            int(data["C"][s]),
+            float(data["M"][s]),
+            full_gpu_floor(data, s),
+        )
+
+    @property
+    def spread(self) -> int:
+        """How many classes have slots here."""
+        return len(self.class_cap)
+
+    def call(
+        self, cost: np.ndarray, upper: np.ndarray
+    ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One call's parts, usable sets of slots and per set: its slots per class with
+        slots (``per``), and its GPU and core fill tables (by the whole jobs' GPUs, cores)."""
+        nx, ns = self.nx, len(self.slots)
+        col = np.asarray(cost, dtype=np.float64)
+        up = np.asarray(upper, dtype=np.float64)
+        va, vu, vc, vm = (col[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
+        ua, uu, ucp, ump = (up[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
+        parts = _Parts(
+            va + vu,  # a used part's first GPU (u = 1 exactly where a part is)
+            va,
+            vc,
+            vm,
+            np.minimum(self.bounds[:, 0], ua),
+            np.minimum(self.bounds[:, 1], ucp),
+            np.minimum(self.bounds[:, 2], ump),
+        )
+        usable = (uu >= 0.5) & (parts.A >= 1)
+        sets = self.sets[~np.any(self.sets[:, ~usable], axis=1)]
+        inside = sets.astype(np.float64)
+        per = sets.astype(np.int64) @ np.eye(self.spread, dtype=np.int64)[self.slot_class]
+        fa = self.gpu_table(inside, parts)
+        fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
+        return parts, sets, inside, per.reshape(len(sets), self.spread), fa, fc
+
+    def gpu_table(self, inside: np.ndarray, parts: _Parts) -> np.ndarray:
+        """Per set (rows) and whole-job GPUs g (columns): the parts' GPU value, one GPU
+        each plus the best extra ones (every positive one that fits, and at least enough
+        to reach the floor of ``cnt_gpu_capacity``); -inf where none fits."""
+        gpu = np.arange(self.G + 1)[None]
+        n = inside.sum(1, keepdims=True)
+        extra = inside * (parts.A - 1)
+        room = self.G - gpu - n
+        need = np.maximum(0.0, np.ceil(self.floor - gpu - n - 1e-9))
+        total = extra.sum(1, keepdims=True)
+        pos = (extra * (parts.va > 0)).sum(1, keepdims=True)
+        take = np.maximum(need, np.minimum(pos, room))
+        ok = (room >= 0) & (need <= np.minimum(room, total))
+        value = inside @ parts.first
+        start = np.zeros_like(n)
+        gain = np.zeros(take.shape)
+        for t in np.argsort(-parts.va, kind="stable"):
+            cap = extra[:, t : t + 1]
+            gain += parts.va[t] * np.clip(take - start, 0.0, cap)
+            start = start + cap
+        return np.where(ok, value[:, None] + gain, -math.inf)
+
+    def solution(
+        self, in_set: np.ndarray, whole: np.ndarray, used: tuple[int, int, float], parts: _Parts
+    ) -> np.ndarray:
+        """Whole-job columns ``whole`` (one entry per copy; ``nx`` pads) using ``used``
+        GPUs, cores and GB, with the parts of ``in_set`` filled greedily, as a pricing
+        vector (free cores and GB too: :data:`FREE`)."""
+        nx, ns = self.nx, len(self.slots)
+        out = np.zeros(nx + 4 * ns)
+        for j in whole:
+            if j < nx:
+                out[j] += 1.0
+        g_whole, c_whole, m_whole = used
+        used_slots = [int(t) for t in np.flatnonzero(in_set)]
+        a = {t: 1 for t in used_slots}
+        room = self.G - g_whole - len(used_slots)
+        need = max(0, math.ceil(self.floor - g_whole - len(used_slots) - 1e-9))
+        take = 0
+        for t in sorted(used_slots, key=lambda t: (-parts.va[t], t)):
+            for _ in range(int(parts.A[t]) - 1):
+                if take >= room or (take >= need and parts.va[t] <= 0):
+                    break
+                a[t] += 1
+                take += 1
+        cores_left = float(self.C - c_whole)
+        mem_left = max(self.M - m_whole, 0.0)
+        cp: dict[int, float] = {}
+        mp: dict[int, float] = {}
+        for t in sorted(used_slots, key=lambda t: (-parts.vc[t], t)):
+            cp[t] = min(float(parts.Cb[t]), cores_left) if parts.vc[t] > -FREE else 0.0
+            cores_left -= cp[t]
+        for t in sorted(used_slots, key=lambda t: (-parts.vm[t], t)):
+            mp[t] = min(float(parts.Mb[t]), mem_left) if parts.vm[t] > -FREE else 0.0
+            mem_left -= mp[t]
+        for t in used_slots:
+            out[nx + t] = a[t]
+            out[nx + ns + t] = 1.0
+            out[nx + 2 * ns + t] = cp[t]
+            out[nx + 3 * ns + t] = mp[t]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class PatternTable:
+    """Every whole-job content of one server (rows), and its slots (``side``).
+
+    ``idx[r]`` lists row r's whole-job columns (repeated per copy, padded with ``nx``);
+    ``gpus``, ``cores``, ``mem`` its totals; ``sig[r]`` the id of its counts of the
+    classes with slots (``sig_counts``).  Rows are sorted by (sig, gpus, cores, mem) and
+    ``seg`` numbers the runs of equal (sig, gpus, cores).
+    """
+
+    side: SlotSide
+    idx: np.ndarray
+    gpus: np.ndarray
+    cores: np.ndarray
+    mem: np.ndarray
+    sig: np.ndarray
+    sig_counts: np.ndarray
+    seg: np.ndarray
     # the rows in the order listed: each is its parent plus one column, so a call sums
     # one column per row, depth by depth (``levels``), then sorts (``order``)
     parent: np.ndarray
     item: np.ndarray
     levels: tuple[np.ndarray, ...]
     order: np.ndarray
+
+    @property
+    def nx(self) -> int:
+        """How many whole-job columns the class has."""
+        return self.side.nx
+
+    @property
+    def G(self) -> int:  # noqa: N802 - the paper's name
+        """The class's GPUs per server."""
+        return self.side.G
+
+    @property
+    def C(self) -> int:  # noqa: N802 - the paper's name
+        """The class's cores per server."""
+        return self.side.C
+
+    @property
+    def M(self) -> float:  # noqa: N802 - the paper's name
+        """The class's GB per server."""
+        return self.side.M
 
     @classmethod
     def build(
@@ -127,19 +281,17 @@ class PatternTable:
         if _row_bound(items, G, C) > ROW_BOUND_SLACK * max_rows:
             log.debug("pricing table of server %s: far over %d rows, MIP pricing", s, max_rows)
             return None
+        side = SlotSide.build(data, s)
+        if side is None:
+            return None
         m_cap = M + MEM_TOL * max(1.0, M)
         found = _enumerate(items, [role_of.get(k, -1) for k, _ in xs], caps, G, C, m_cap, max_rows)
         if found is None:
             log.debug("pricing table of server %s: over %d rows, MIP pricing", s, max_rows)
             return None
         parent, item, depths = found
-        spread = sorted({k for k, _ in slots})  # classes whose count a set of slots limits
+        spread = sorted({k for k, _ in slots})  # the classes of side.class_cap, in order
         spread_of = {k: r for r, k in enumerate(spread)}
-        spread_caps = [int(data["n"][k]) for k in spread]
-        sets = _slot_sets(slots, spread_caps, spread_of, G)
-        if sets is None:
-            log.debug("pricing table of server %s: over %d slot sets, MIP pricing", s, MAX_SETS)
-            return None
         nx, n_rows = len(xs), len(parent)
         up, add, depth = (np.asarray(v, dtype=np.int64) for v in (parent, item, depths))
         levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max(initial=0)) + 1)]
@@ -156,17 +308,15 @@ class PatternTable:
         for r_id in range(len(spread)):
             counts[:, r_id] = (item_spread[idx] == r_id).sum(1)
         # counts <= n_k, so these keys are exact and sort as the count vectors do
-        radix = np.cumprod([1, *(c + 1 for c in spread_caps[::-1])])[-2::-1]
+        radix = np.cumprod([1, *(int(c) + 1 for c in side.class_cap[::-1])])[-2::-1]
         _, first, sig = np.unique(counts @ radix, return_index=True, return_inverse=True)
         sig_counts, sig = counts[first], sig.reshape(-1)
         order = np.lexsort((mem, cores, gpus, sig))
         key = np.stack([sig[order], gpus[order], cores[order]], axis=1)
         new = np.ones(n_rows, dtype=bool)
         new[1:] = np.any(key[1:] != key[:-1], axis=1)
-        bounds = np.asarray([part_bounds(dict(data), *ki, s) for ki in slots], dtype=np.float64)
         return cls(
-            nx,
-            tuple(slots),
+            side,
             idx[order],
             gpus[order],
             cores[order],
@@ -174,14 +324,6 @@ class PatternTable:
             sig[order],
             sig_counts.reshape(len(sig_counts), len(spread)),
             np.cumsum(new) - 1,
-            sets,
-            np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64),
-            np.asarray(spread_caps, dtype=np.int64),
-            bounds.reshape(len(slots), 3),
-            G,
-            C,
-            M,
-            full_gpu_floor(data, s),
             up,
             add,
             tuple(levels),
@@ -314,86 +456,14 @@ class PatternTable:
     ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One call's parts, usable sets of slots, and per set: compatible counts, GPU and
         core fill tables."""
-        nx, ns = self.nx, len(self.slots)
-        col = np.asarray(cost, dtype=np.float64)
-        up = np.asarray(upper, dtype=np.float64)
-        va, vu, vc, vm = (col[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
-        ua, uu, ucp, ump = (up[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
-        parts = _Parts(
-            va + vu,  # a used part's first GPU (u = 1 exactly where a part is)
-            va,
-            vc,
-            vm,
-            np.minimum(self.bounds[:, 0], ua),
-            np.minimum(self.bounds[:, 1], ucp),
-            np.minimum(self.bounds[:, 2], ump),
-        )
-        usable = (uu >= 0.5) & (parts.A >= 1)
-        sets = self.sets[~np.any(self.sets[:, ~usable], axis=1)]
-        inside = sets.astype(np.float64)
-        per = sets.astype(np.int64) @ np.eye(len(self.class_cap), dtype=np.int64)[self.slot_class]
-        compat = np.all(self.sig_counts[None] + per[:, None] <= self.class_cap, axis=2)
-        fa = self._gpu_table(inside, parts)
-        fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
+        parts, sets, inside, per, fa, fc = self.side.call(cost, upper)
+        compat = np.all(self.sig_counts[None] + per[:, None] <= self.side.class_cap, axis=2)
         return parts, sets, inside, compat, fa, fc
 
-    def _gpu_table(self, inside: np.ndarray, parts: _Parts) -> np.ndarray:
-        """Per set (rows) and whole-job GPUs g (columns): the parts' GPU value, one GPU
-        each plus the best extra ones (every positive one that fits, and at least enough
-        to reach the floor of ``cnt_gpu_capacity``); -inf where none fits."""
-        gpu = np.arange(self.G + 1)[None]
-        n = inside.sum(1, keepdims=True)
-        extra = inside * (parts.A - 1)
-        room = self.G - gpu - n
-        need = np.maximum(0.0, np.ceil(self.floor - gpu - n - 1e-9))
-        total = extra.sum(1, keepdims=True)
-        pos = (extra * (parts.va > 0)).sum(1, keepdims=True)
-        take = np.maximum(need, np.minimum(pos, room))
-        ok = (room >= 0) & (need <= np.minimum(room, total))
-        value = inside @ parts.first
-        start = np.zeros_like(n)
-        gain = np.zeros(take.shape)
-        for t in np.argsort(-parts.va, kind="stable"):
-            cap = extra[:, t : t + 1]
-            gain += parts.va[t] * np.clip(take - start, 0.0, cap)
-            start = start + cap
-        return np.where(ok, value[:, None] + gain, -math.inf)
-
     def _solution(self, in_set: np.ndarray, row: int, parts: _Parts) -> np.ndarray:
-        """Row ``row`` with the parts of ``in_set``, filled greedily, as a pricing vector
-        (free cores and GB too: :data:`FREE`)."""
-        nx, ns = self.nx, len(self.slots)
-        out = np.zeros(nx + 4 * ns)
-        for j in self.idx[row]:
-            if j < nx:
-                out[j] += 1.0
-        used = [int(t) for t in np.flatnonzero(in_set)]
-        a = {t: 1 for t in used}
-        room = self.G - int(self.gpus[row]) - len(used)
-        need = max(0, math.ceil(self.floor - int(self.gpus[row]) - len(used) - 1e-9))
-        take = 0
-        for t in sorted(used, key=lambda t: (-parts.va[t], t)):
-            for _ in range(int(parts.A[t]) - 1):
-                if take >= room or (take >= need and parts.va[t] <= 0):
-                    break
-                a[t] += 1
-                take += 1
-        cores_left = float(self.C - int(self.cores[row]))
-        mem_left = max(self.M - float(self.mem[row]), 0.0)
-        cp: dict[int, float] = {}
-        mp: dict[int, float] = {}
-        for t in sorted(used, key=lambda t: (-parts.vc[t], t)):
-            cp[t] = min(float(parts.Cb[t]), cores_left) if parts.vc[t] > -FREE else 0.0
-            cores_left -= cp[t]
-        for t in sorted(used, key=lambda t: (-parts.vm[t], t)):
-            mp[t] = min(float(parts.Mb[t]), mem_left) if parts.vm[t] > -FREE else 0.0
-            mem_left -= mp[t]
-        for t in used:
-            out[nx + t] = a[t]
-            out[nx + ns + t] = 1.0
-            out[nx + 2 * ns + t] = cp[t]
-            out[nx + 3 * ns + t] = mp[t]
-        return out
+        """Row ``row`` with the parts of ``in_set`` (:meth:`SlotSide.solution`)."""
+        used = (int(self.gpus[row]), int(self.cores[row]), float(self.mem[row]))
+        return self.side.solution(in_set, self.idx[row], used, parts)
 
 
 @dataclass(frozen=True, slots=True)
