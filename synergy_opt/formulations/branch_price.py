@@ -80,6 +80,7 @@ from synergy_opt.formulations.patterns_fast import (
     strengthened_counting,
 )
 from synergy_opt.formulations.pricing_enum import PRICING_METHODS, TableSolve
+from synergy_opt.formulations.pricing_grid import GridPricer
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance
@@ -90,6 +91,9 @@ Slot = tuple[int, int]
 
 #: How pricing problems are solved (:data:`~synergy_opt.formulations.pricing_enum.PRICING_METHODS`).
 PRICING: str = "enumeration"
+#: Classes priced by the MIP try the grid program first (``formulations/branch_price.md``,
+#: "Heuristic pricing"): the MIP then runs only where it finds no improving pattern.
+HEURISTIC_PRICING: bool = True
 #: Column generation rounds per node (a guard: the node's bound is valid whenever it stops).
 NODE_ITERATIONS: int = 200
 #: The first time slice of a leaf's counting MIP; an unsettled leaf goes back into the
@@ -274,12 +278,39 @@ class _Pricer:
     (:data:`~synergy_opt.formulations.pricing_enum.PRICING_METHODS`): by enumeration
     (exact, 5-10x faster than the MIP on split-penalty 128-GPU rounds) or by the MIP."""
 
-    def __init__(self, data: Mapping[str, Any], method: str = PRICING) -> None:
+    def __init__(
+        self, data: Mapping[str, Any], method: str = PRICING, heuristic: bool = HEURISTIC_PRICING
+    ) -> None:
         self.data = data
         self.shapes = server_shapes(data)
         zero = _zero_prices(data)
         self.models = [build_pricing_matrix(data, run[0], zero) for run in self.shapes]
         self.solvers = [PRICING_METHODS[method](data, run[0]) for run in self.shapes]
+        # classes priced by the MIP first try the grid program: the MIP only proves
+        self.quick = [
+            GridPricer.build(data, run[0])
+            if heuristic and not isinstance(solver, TableSolve)
+            else None
+            for run, solver in zip(self.shapes, self.solvers, strict=True)
+        ]
+
+    def quick_price(self, c: int, prices: Prices, node: Node) -> list[Pattern]:
+        """Improving patterns of class c at ``node`` found by its grid program
+        (:mod:`~synergy_opt.formulations.pricing_grid`): no bound; [] where the class has
+        none or it finds none (then :meth:`price` proves)."""
+        quick = self.quick[c]
+        if quick is None:
+            return []
+        cost, upper = self._costs(c, prices, node)
+        s, pcols = self.shapes[c][0], self.models[c][1]
+        out = []
+        for x in quick.solve(cost, upper, keep=PATTERNS_PER_PRICING):
+            if float(cost @ x) - prices.count.get(c, 0.0) <= PRICE_EPS:
+                continue
+            p = _pattern(self.data, c, s, {key: float(v) for key, v in zip(pcols, x, strict=True)})
+            if p is not None:
+                out.append(p)
+        return out
 
     def price(
         self, c: int, prices: Prices, node: Node, time_limit: float | None
@@ -371,24 +402,32 @@ def solve_node(
             return None
         value, x, duals = solved
         prices = _prices(data, names, duals)
-        bound = value
+        bound: float | None = value
         added = 0
         cuts: list[tuple[int, np.ndarray, float]] = []
         for c, run in enumerate(pricer.shapes):
             left = deadline - time.perf_counter()
             if left <= 0:
                 return last and dataclasses.replace(last, bound=best, converged=False)
+            quick = [p for p in pricer.quick_price(c, prices, node) if p not in known]
+            if quick:  # improving patterns without the MIP: this round proves no bound
+                known.update(quick)
+                pool.extend(quick)
+                added += len(quick)
+                bound = None
+                continue
             top, found, rows = pricer.price(c, prices, node, left)
             if top is None:
                 return last and dataclasses.replace(last, bound=best, converged=False)
-            bound += len(run) * max(0.0, top - prices.count[c])
+            if bound is not None:
+                bound += len(run) * max(0.0, top - prices.count[c])
             cuts += rows
             for p in found:
                 if p not in known:
                     known.add(p)
                     pool.append(p)
                     added += 1
-        if best is None or bound < best:
+        if bound is not None and (best is None or bound < best):
             best, best_cuts = bound, tuple(cuts)
         art = sum(float(v) for (n, _), v in zip(cols, x, strict=True) if n in ("short", "bp_ghost"))
         last = _NodeLP(
@@ -408,7 +447,7 @@ def solve_node(
         )
         if added == 0:
             break
-        if prune_at is not None and best <= prune_at:
+        if prune_at is not None and best is not None and best <= prune_at:
             break
     return last
 
