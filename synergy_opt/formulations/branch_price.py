@@ -1093,9 +1093,10 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     settled within :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each
     node, ends the search early (the caller has its answer elsewhere).  ``plain_root``:
     where a warm start seeded the pool, the root also runs :func:`_plain_root_ip`.
-    ``dive_only``: the root's column generation, its dive and the dive leaf packed at its
-    points, nothing else (no integer masters, no leaf MIPs, no branching): an allocation
-    quickly, for ``opt``'s ``pattern-dive`` step; ``bound`` is then the root's.
+    ``dive_only``: the root's column generation, its integer master over the root's
+    patterns, its dive and the dive leaf packed at its points, nothing else (no plain root,
+    no leaf MIPs, no branching): an allocation quickly, for ``opt``'s ``pattern-dive``
+    step; ``bound`` is then the root's.
     """
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -1165,7 +1166,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     len(pool),
                     time.perf_counter() - t0,
                 )
-                left = 0.0 if dive_only else min(ROOT_IP_S, deadline - time.perf_counter())
+                left = min(ROOT_IP_S, deadline - time.perf_counter())
                 ip = _restricted_ip(data, pool, node, left) if left > 0 else None
                 values = None if ip is None else _master_values(data, ip)
                 if values is not None:
