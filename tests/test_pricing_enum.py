@@ -56,6 +56,17 @@ def _random_costs(
     return np.asarray([wx[idx] if n == "x" else wp[n, idx] for n, idx in pcols])
 
 
+def _node_upper(pm: MatrixModel, pcols: list[Any], rng: np.random.Generator) -> np.ndarray:
+    """Column bounds of a random node: some slots switched off, some whole points left out."""
+    slots = sorted({idx for n, idx in pcols if n != "x"})
+    upper = pm.col_upper.copy()
+    off = {ki for ki in slots if rng.random() < 0.4}
+    for j, (n, idx) in enumerate(pcols):
+        if (n != "x" and idx in off) or (n == "x" and rng.random() < 0.15):
+            upper[j] = 0.0
+    return upper
+
+
 def _violation(mm: MatrixModel, x: np.ndarray) -> float:
     """The largest row or bound violation of ``x`` in ``mm`` (integrality included)."""
     act = np.zeros(mm.num_rows)
@@ -86,15 +97,11 @@ def test_enumeration_equals_the_pricing_mip(gpus: int, seed: int, trials: int) -
         table = PatternTable.build(data, s)
         assert table is not None and table.rows > 1
         pm, pcols, _ = build_pricing_matrix(data, s, _zero_prices(data))
-        slots = sorted({idx for n, idx in pcols if n != "x"})
         for trial in range(trials):
             cost = _random_costs(data, s, pcols, rng)
             upper = pm.col_upper.copy()
-            if trial % 2:  # a node: some slots switched off, some whole points left out
-                off = {ki for ki in slots if rng.random() < 0.4}
-                for j, (n, idx) in enumerate(pcols):
-                    if (n != "x" and idx in off) or (n == "x" and rng.random() < 0.15):
-                        upper[j] = 0.0
+            if trial % 2:  # a node
+                upper = _node_upper(pm, pcols, rng)
                 restricted += 1
             mm = dataclasses.replace(pm, cost=cost, col_upper=upper)
             mine, sols = table.solve(cost, upper)

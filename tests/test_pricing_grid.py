@@ -25,7 +25,14 @@ from synergy_opt.formulations.patterns_fast import (
 )
 from synergy_opt.formulations.pricing_enum import PatternTable
 from synergy_opt.formulations.pricing_grid import GridPricer
-from tests.test_pricing_enum import FEAS_TOL, REL_TOL, _data, _random_costs, _violation
+from tests.test_pricing_enum import (
+    FEAS_TOL,
+    REL_TOL,
+    _data,
+    _node_upper,
+    _random_costs,
+    _violation,
+)
 
 
 def _check_against_mip(data: dict[str, Any], s: int, trials: int, seed: int) -> tuple[int, int]:
@@ -34,17 +41,11 @@ def _check_against_mip(data: dict[str, Any], s: int, trials: int, seed: int) -> 
     grid = GridPricer.build(data, s)
     assert grid is not None
     pm, pcols, _ = build_pricing_matrix(data, s, _zero_prices(data))
-    slots = sorted({idx for n, idx in pcols if n != "x"})
     rng = np.random.default_rng(seed)
     hits = total = 0
     for trial in range(trials):
         cost = _random_costs(data, s, pcols, rng)
-        upper = pm.col_upper.copy()
-        if trial % 2:  # a node: some slots switched off, some whole points left out
-            off = {ki for ki in slots if rng.random() < 0.4}
-            for j, (n, idx) in enumerate(pcols):
-                if (n != "x" and idx in off) or (n == "x" and rng.random() < 0.15):
-                    upper[j] = 0.0
+        upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
         mm = dataclasses.replace(pm, cost=cost, col_upper=upper)
         sols = grid.solve(cost, upper, keep=8)
         ref, _ = _pricing_solve(mm, None)
