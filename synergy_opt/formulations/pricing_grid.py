@@ -16,7 +16,9 @@ program over (GPUs, cores, units) then gives the best whole jobs per cell, one s
 time: interchangeable columns (classes without a ``pat_one_role`` row, grouped by
 resources: t copies are worth the t best), a class with a ``pat_one_role`` row (the
 multisets of its points), and last the classes with slots, each on an axis of its own
-(their counts decide which sets of slots fit).  Per set of slots the parts fill what is
+(their counts decide which sets of slots fit) while the cells multiply by at most
+:data:`MAX_SIGS`; the other classes with slots are plain stages, their patterns checked
+against ``pat_one_role`` when rebuilt.  Per set of slots the parts fill what is
 left (:class:`~synergy_opt.formulations.pricing_enum.SlotSide`).  The rounding makes it a
 heuristic: each pattern returned is rebuilt with its real GB, checked against the server's
 GB, and valued exactly, so column generation only ever sees true reduced values; the
@@ -120,8 +122,8 @@ class GridPricer:
 
     @classmethod
     def build(cls, data: Mapping[str, Any], s: int) -> GridPricer | None:
-        """Server s's program; None where no grid fits the columns' GB or the classes
-        with slots multiply the cells by more than :data:`MAX_SIGS`."""
+        """Server s's program; None where no grid fits the columns' GB or a class has
+        more than :data:`MAX_OPTIONS` multisets of points."""
         side = SlotSide.build(data, s)
         if side is None:
             return None
