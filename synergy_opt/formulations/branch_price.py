@@ -302,15 +302,7 @@ class _Pricer:
         if quick is None:
             return []
         cost, upper = self._costs(c, prices, node)
-        s, pcols = self.shapes[c][0], self.models[c][1]
-        out = []
-        for x in quick.solve(cost, upper, keep=PATTERNS_PER_PRICING):
-            if float(cost @ x) - prices.count.get(c, 0.0) <= PRICE_EPS:
-                continue
-            p = _pattern(self.data, c, s, {key: float(v) for key, v in zip(pcols, x, strict=True)})
-            if p is not None:
-                out.append(p)
-        return out
+        return self._improving(c, prices, cost, quick.solve(cost, upper, keep=PATTERNS_PER_PRICING))
 
     def price(
         self, c: int, prices: Prices, node: Node, time_limit: float | None
@@ -318,12 +310,19 @@ class _Pricer:
         """The best reduced value of class c's patterns at ``node`` (a proven bound), the
         improving patterns found on the way, and what the class's ``pat_dual_cut`` rows are
         made of (:meth:`cuts`)."""
-        mm, pcols, _ = self.models[c]
-        s = self.shapes[c][0]
+        mm = self.models[c][0]
         cost, upper = self._costs(c, prices, node)
         top, sols = self.solvers[c](dataclasses.replace(mm, cost=cost, col_upper=upper), time_limit)
         if top is None:
             return None, [], []
+        return top, self._improving(c, prices, cost, sols), [(c, cost, top)]
+
+    def _improving(
+        self, c: int, prices: Prices, cost: np.ndarray, sols: Sequence[np.ndarray]
+    ) -> list[Pattern]:
+        """The first :data:`PATTERNS_PER_PRICING` pricing solutions of class c as patterns,
+        those that price out (reduced value above the class's price) only."""
+        s, pcols = self.shapes[c][0], self.models[c][1]
         out = []
         for x in sols[:PATTERNS_PER_PRICING]:
             if float(cost @ x) - prices.count.get(c, 0.0) <= PRICE_EPS:
@@ -331,7 +330,7 @@ class _Pricer:
             p = _pattern(self.data, c, s, {key: float(v) for key, v in zip(pcols, x, strict=True)})
             if p is not None:
                 out.append(p)
-        return top, out, [(c, cost, top)]
+        return out
 
     def within(
         self, c: int, prices: Prices, node: Node, delta: float
@@ -365,6 +364,11 @@ class _Pricer:
         for c, cost, top in made:
             out += _server_cuts(self.data, self.shapes[c], self.models[c][1], cost, top)
         return tuple(out)
+
+
+def _unknown(found: Sequence[Pattern], known: set[Pattern]) -> list[Pattern]:
+    """The patterns of ``found`` not in ``known``, each once, in order."""
+    return [p for p in dict.fromkeys(found) if p not in known]
 
 
 def _allowed(p: Pattern, node: Node) -> bool:
@@ -409,24 +413,20 @@ def solve_node(
             left = deadline - time.perf_counter()
             if left <= 0:
                 return last and dataclasses.replace(last, bound=best, converged=False)
-            quick = [p for p in pricer.quick_price(c, prices, node) if p not in known]
-            if quick:  # improving patterns without the MIP: this round proves no bound
-                known.update(quick)
-                pool.extend(quick)
-                added += len(quick)
+            new = _unknown(pricer.quick_price(c, prices, node), known)
+            if new:  # improving patterns without the MIP: this round proves no bound
                 bound = None
-                continue
-            top, found, rows = pricer.price(c, prices, node, left)
-            if top is None:
-                return last and dataclasses.replace(last, bound=best, converged=False)
-            if bound is not None:
-                bound += len(run) * max(0.0, top - prices.count[c])
-            cuts += rows
-            for p in found:
-                if p not in known:
-                    known.add(p)
-                    pool.append(p)
-                    added += 1
+            else:
+                top, found, rows = pricer.price(c, prices, node, left)
+                if top is None:
+                    return last and dataclasses.replace(last, bound=best, converged=False)
+                if bound is not None:
+                    bound += len(run) * max(0.0, top - prices.count[c])
+                cuts += rows
+                new = _unknown(found, known)
+            known.update(new)
+            pool.extend(new)
+            added += len(new)
         if bound is not None and (best is None or bound < best):
             best, best_cuts = bound, tuple(cuts)
         art = sum(float(v) for (n, _), v in zip(cols, x, strict=True) if n in ("short", "bp_ghost"))

@@ -78,8 +78,9 @@ class SlotSide:
     """One server class's spread slots: what every exact pricer of the class shares.
 
     ``sets`` are the sets U of slots that may have a part on one server together (one
-    row of booleans each); ``slot_class`` maps a slot to its class among the classes with
-    slots, whose whole jobs and parts together are at most ``class_cap``; ``bounds`` are a
+    row of booleans each); ``classes`` are the classes with slots, ``slot_class`` maps a
+    slot to its number among them, whose whole jobs and parts together are at most
+    ``class_cap``; ``bounds`` are a
     part's a, cp, mp upper bounds.  Given a set U and the whole jobs' GPUs, cores and GB,
     the parts fill what is left greedily (module docstring), so a pricer only has to find
     the best whole jobs per (compatible counts, GPUs, cores, GB).
@@ -87,6 +88,7 @@ class SlotSide:
 
     nx: int
     slots: tuple[tuple[int, int], ...]
+    classes: tuple[int, ...]
     sets: np.ndarray
     slot_class: np.ndarray
     class_cap: np.ndarray
@@ -112,6 +114,7 @@ class SlotSide:
         return cls(
             len(xs),
             tuple(slots),
+            tuple(spread),
             sets,
             np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64),
             np.asarray(spread_caps, dtype=np.int64),
@@ -126,6 +129,11 @@ class SlotSide:
     def spread(self) -> int:
         """How many classes have slots here."""
         return len(self.class_cap)
+
+    def column_class(self, xs: Sequence[tuple[int, int]]) -> np.ndarray:
+        """Per whole-job column (k, p): k's number among :attr:`classes`, or -1."""
+        number = {k: r for r, k in enumerate(self.classes)}
+        return np.asarray([number.get(k, -1) for k, _ in xs], dtype=np.int64).reshape(len(xs))
 
     def call(
         self, cost: np.ndarray, upper: np.ndarray
@@ -290,8 +298,6 @@ class PatternTable:
             log.debug("pricing table of server %s: over %d rows, MIP pricing", s, max_rows)
             return None
         parent, item, depths = found
-        spread = sorted({k for k, _ in slots})  # the classes of side.class_cap, in order
-        spread_of = {k: r for r, k in enumerate(spread)}
         nx, n_rows = len(xs), len(parent)
         up, add, depth = (np.asarray(v, dtype=np.int64) for v in (parent, item, depths))
         levels = [np.flatnonzero(depth == d) for d in range(1, int(depth.max(initial=0)) + 1)]
@@ -303,9 +309,9 @@ class PatternTable:
         ic = np.asarray([it[1] for it in items] + [0], dtype=np.int64)
         im = np.asarray([it[2] for it in items] + [0.0], dtype=np.float64)
         gpus, cores, mem = ig[idx].sum(1), ic[idx].sum(1), im[idx].sum(1)
-        counts = np.zeros((n_rows, len(spread)), dtype=np.int64)
-        item_spread = np.asarray([*(spread_of.get(k, -1) for k, _ in xs), -1], dtype=np.int64)
-        for r_id in range(len(spread)):
+        counts = np.zeros((n_rows, side.spread), dtype=np.int64)
+        item_spread = np.append(side.column_class(xs), -1)
+        for r_id in range(side.spread):
             counts[:, r_id] = (item_spread[idx] == r_id).sum(1)
         # counts <= n_k, so these keys are exact and sort as the count vectors do
         radix = np.cumprod([1, *(int(c) + 1 for c in side.class_cap[::-1])])[-2::-1]
@@ -322,7 +328,7 @@ class PatternTable:
             cores[order],
             mem[order],
             sig[order],
-            sig_counts.reshape(len(sig_counts), len(spread)),
+            sig_counts.reshape(len(sig_counts), side.spread),
             np.cumsum(new) - 1,
             up,
             add,

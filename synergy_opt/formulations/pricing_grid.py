@@ -139,7 +139,6 @@ class GridPricer:
             log.debug("pricing grid of server %s: no GB unit fits", s)
             return None
         n, col_u = units
-        spread = sorted({k for k, _ in side.slots})
         roles = set(one_role_classes(data, s))
         stages: list[_Stage] = []
         shapes: dict[tuple[int, int, int], list[int]] = {}
@@ -157,17 +156,16 @@ class GridPricer:
             t = np.arange(most + 1, dtype=np.int64)
             res = np.stack([t, dg * t, dc * t, du * t], axis=1)
             stages.append(_Stage.of(np.asarray(cols), np.zeros((0, 0)), res, True, -1))
-        spread_of = {k: r for r, k in enumerate(spread)}
         # classes with slots get an axis each while the cells multiply by at most
         # MAX_SIGS; the others' patterns are checked against pat_one_role when rebuilt
         axis_class: list[int] = []
         sigs = 1
-        for k in spread:
+        for r, k in enumerate(side.classes):
             size = min(int(data["n"][k]), G // max(1, int(g[k]))) + 1
             if k in by_class and sigs * size <= MAX_SIGS:
-                axis_class.append(spread_of[k])
+                axis_class.append(r)
                 sigs *= size
-        on_axis = {spread[r]: a for a, r in enumerate(axis_class)}
+        on_axis = {side.classes[r]: a for a, r in enumerate(axis_class)}
         for k in sorted(by_class, key=lambda k: (k in on_axis, on_axis.get(k, 0), k)):
             cols = by_class[k]
             comp = _multisets(
@@ -188,7 +186,7 @@ class GridPricer:
             stages.append(_Stage.of(np.asarray(cols), comp, res, False, on_axis.get(k, -1)))
         # per axis: its class's most whole copies on one server, + 1
         axes = tuple(int(st.comp.sum(1).max()) + 1 for st in stages if st.axis >= 0)
-        col_spread = np.asarray([spread_of.get(k, -1) for k, _ in xs], dtype=np.int64)
+        col_spread = side.column_class(xs)
         return cls(
             side,
             M / n,
@@ -230,10 +228,10 @@ class GridPricer:
         top = self._candidates(best, allow, fa, fc, fm, keep * CANDIDATES)
         out: dict[bytes, tuple[float, np.ndarray]] = {}
         m_cap = side.M + MEM_TOL * max(1.0, side.M)
+        spread = self.col_spread >= 0
         for _, u_no, gi, ci, mi in top:
             whole = self._backtrack(V, picks, allow[u_no], (int(gi), int(ci), int(mi)))
             mem = float(self.col_m @ whole)
-            spread = self.col_spread >= 0
             held = np.bincount(self.col_spread[spread], whole[spread], side.spread)
             if mem > m_cap or np.any(held > cap[u_no]):
                 continue

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from synergy_opt.deadline import (
     Child,
@@ -59,8 +59,6 @@ DIVE_TIME_SHARE: float = 0.6
 #: Below this many seconds for the dive the step does not start (the root's column
 #: generation alone takes 1-5 s at 128 GPUs).
 DIVE_MIN_S: float = 1.0
-
-Placements = Mapping[str, Sequence[PlacementPart]]
 
 
 def start_dive(ctx: RoundContext) -> Child | None:
