@@ -707,3 +707,56 @@ def test_no_leaf_points_where_the_lp_splits_a_class_over_points() -> None:
     assert bp._leaf_points(data, half) is None
     whole = dataclasses.replace(half, z={0: 1.0})  # integral, but most jobs left out
     assert bp._leaf_points(data, whole) is None
+
+
+def test_the_result_says_why_the_search_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stop`` names what ended the search: every node settled (proven), the clock, the
+    caller, or a leaf whose MIP stalls, and then whether its LP fixes every job's point."""
+    inst = family_round("split-penalty", 32, 3)
+    run = select_runnable(inst)
+    done = bp.branch_and_price(inst, run, time_limit=60)
+    assert done is not None and done.proven and done.stop == bp.STOP_PROVEN
+    short = bp.branch_and_price(inst, run, time_limit=0.01)
+    assert short is not None and not short.proven and short.stop == bp.STOP_TIME
+    halted = bp.branch_and_price(inst, run, time_limit=60, halt=lambda: True)
+    assert halted is not None and not halted.proven and halted.stop == bp.STOP_HALTED
+    # no allocation from anywhere but the leaf MIP, and no slice for it: the first leaf
+    # that is the best node stalls the search
+    monkeypatch.setattr(bp, "MAX_LEAF_SLICE_S", bp.LEAF_SLICE_S / 2)
+    monkeypatch.setattr(bp, "PACK_POINTS", False)
+    monkeypatch.setattr(bp, "_restricted_ip", lambda *a, **k: None)
+    monkeypatch.setattr(bp, "_pack_leaf", lambda *a, **k: iter(()))
+    monkeypatch.setattr(bp, "_reach", lambda *a, **k: None)
+    monkeypatch.setattr(bp, "_plain_root_ip", lambda *a, **k: None)
+    points: list[bool] = []
+    real = bp._leaf_points
+
+    def spy(*args: Any) -> Any:
+        got = real(*args)
+        points.append(got is not None)
+        return got
+
+    monkeypatch.setattr(bp, "_leaf_points", spy)
+    stalled = bp.branch_and_price(inst, run, time_limit=60)
+    assert stalled is not None and not stalled.proven
+    assert points, "the stalled leaf's points were not asked for"
+    assert stalled.stop == (bp.STOP_LEAF_POINTS if points[-1] else bp.STOP_LEAF)
+
+
+def test_opt_exact_notes_say_what_holds_the_bound() -> None:
+    """The search's result carries its nodes and why it ended into ``opt-exact``'s note;
+    merged with a later counting MIP, the note follows whichever bound is reported."""
+    inst = family_round("split-penalty", 32, 3)
+    run = select_runnable(inst)
+    res = opt_exact._search(inst, run, [], 0.01, MechanismOptions())
+    assert res is not None and res.detail.startswith("branch-and-price, ")
+    assert res.detail.endswith(bp.STOP_TIME)
+    searched = dataclasses.replace(res, dual_bound=10.0)
+    mip = dataclasses.replace(res, dual_bound=None, detail="")
+    assert opt_exact._merge(searched, mip).detail == res.detail  # no bound from the MIP
+    looser = dataclasses.replace(mip, dual_bound=11.0)
+    assert opt_exact._merge(searched, looser).detail == res.detail
+    same = dataclasses.replace(mip, dual_bound=10.0 - 1e-12)  # round-off
+    assert opt_exact._merge(searched, same).detail == res.detail
+    tighter = dataclasses.replace(mip, dual_bound=9.0)
+    assert opt_exact._merge(searched, tighter).detail == ""

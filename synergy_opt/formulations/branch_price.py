@@ -181,6 +181,21 @@ class BranchResult:
     #: which step found ``placements``: "warm start", "master", "restricted IP", "dive"
     #: (the root's), "leaf IP", "leaf dive" (:func:`_pack_leaf`) or "leaf" (leaf MIP)
     source: str = "none"
+    #: why the search ended, in words for a note (:data:`STOP_PROVEN` and the others): a
+    #: user reading an unproven answer learns what holds the bound
+    stop: str = ""
+
+
+#: Why a search ended (:attr:`BranchResult.stop`).
+STOP_PROVEN = "every node settled"
+STOP_TIME = "time limit"
+STOP_HALTED = "stopped by the caller"
+STOP_DIVE = "the root and its dive only"
+#: A leaf's MIP slices ran out (:data:`MAX_LEAF_SLICE_S`).  Where its LP fixes every job's
+#: point the bound is the value of those points and what is open is whether the jobs pack
+#: there (``formulations/branch_price.md``, "What the open rounds' top leaves lack").
+STOP_LEAF_POINTS = "a leaf stalls whose LP fixes every job's point; open: do the jobs pack there"
+STOP_LEAF = "a leaf stalls whose LP mixes points"
 
 
 @dataclass(frozen=True, slots=True)
@@ -1114,6 +1129,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     found = {jid: tuple(p) for jid, p in known[0][0].items()} if known else {}
     source = "warm start" if known else "none"
     nodes = leaves = count = 0
+    ended = STOP_TIME
 
     def tol() -> float:
         return EXACT_REL_GAP * max(1.0, abs(inc)) if inc > -math.inf else 0.0
@@ -1193,6 +1209,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                         offer(found_p, "dive points")
                 if dive_only:
                     heapq.heappush(heap, (-bound, tie, node, 0.0))  # open: its bound stands
+                    ended = STOP_DIVE
                     break
                 if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
                     # first the leaf MIP over the servers an allocation worth the leaf's
@@ -1225,6 +1242,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             # closes such rounds); stop with the bound
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
+            ended = STOP_LEAF if _leaf_points(data, lp_of[node]) is None else STOP_LEAF_POINTS
             break
         if slice_s == LEAF_SLICE_S and PACK_POINTS:
             found_p = _pack_points(inst, jobs, data, lp_of[node], deadline)
@@ -1284,6 +1302,10 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 bound = min(bound, res.dual_bound)
             heapq.heappush(heap, (-bound, tie, node, 2 * slice_s))
     top = max([-k for k, *_ in heap if -k > inc + tol()], default=None)
+    if top is None:
+        ended = STOP_PROVEN
+    elif ended == STOP_TIME and halt is not None and time.perf_counter() < deadline:
+        ended = STOP_HALTED
     if top == math.inf:  # the root's master was not solved: no bound
         return BranchResult(
             None if inc == -math.inf else inc,
@@ -1294,16 +1316,18 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             False,
             time.perf_counter() - t0,
             source,
+            ended,
         )
     runtime = time.perf_counter() - t0
     log.debug(
-        "branch-and-price: %s bound %s after %d nodes, %d leaf solves, %d patterns, %.2fs",
+        "branch-and-price: %s bound %s after %d nodes, %d leaf solves, %d patterns, %.2fs (%s)",
         inc,
         top,
         nodes,
         leaves,
         len(pool),
         runtime,
+        ended,
     )
     return BranchResult(
         None if inc == -math.inf else inc,
@@ -1314,4 +1338,5 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         top is None,
         runtime,
         source,
+        ended,
     )

@@ -443,6 +443,9 @@ class CountingResult:
     columns: int
     rows: int
     placements: Mapping[str, tuple[PlacementPart, ...]]
+    #: What the bound comes from where a search stood in for the MIP (branch-and-price's
+    #: nodes and why it ended), for the answer's note; empty for the MIP itself.
+    detail: str = ""
 
     @property
     def proven(self) -> bool:

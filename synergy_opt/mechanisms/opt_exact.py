@@ -276,7 +276,8 @@ class OptExact:
         opt_proven = opt_wins and _meets(heuristic, upper, runnable)
         if not proven_by_bound and not opt_proven:
             notes.append(
-                f"counting model not proven optimal: {res.status} ({res.solver}), "
+                f"counting model not proven optimal: {res.status} ({res.solver}"
+                f"{'; ' + res.detail if res.detail else ''}), "
                 f"incumbent {res.objective}, bound {res.dual_bound}"
             )
             log.warning("opt-exact on %s: %s", inst.name, notes[-1])
@@ -571,6 +572,7 @@ def _search(
         0,
         0,
         found.placements,
+        f"branch-and-price, {found.nodes} nodes: {found.stop}",
     )
 
 
@@ -584,8 +586,20 @@ def _merge(first: CountingResult, second: CountingResult | None) -> CountingResu
     ):
         better = first
     bounds = [b for b in (first.dual_bound, second.dual_bound) if b is not None]
+    # the note says where the bound reported comes from (the first's where the second's is
+    # the same but for round-off: the MIP started from the search's answer)
+    held = (
+        second
+        if first.dual_bound is None
+        or (
+            second.dual_bound is not None
+            and second.dual_bound < first.dual_bound - 1e-9 * max(1.0, abs(first.dual_bound))
+        )
+        else first
+    )
     return dataclasses.replace(
         better,
         dual_bound=min(bounds) if bounds else None,
         runtime_s=first.runtime_s + second.runtime_s,
+        detail=held.detail,
     )
