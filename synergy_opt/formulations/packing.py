@@ -35,6 +35,7 @@ from synergy_opt.formulations.packing_data import (
     WholeGroup,
     packing_data,
 )
+from synergy_opt.formulations.packing_flow import FlowGraph
 from synergy_opt.formulations.packing_lp import PatternListing
 
 __all__ = [
@@ -178,4 +179,96 @@ def build_packing_lp(lst: PatternListing) -> pyo.ConcreteModel:
     m.plp3_spread_gpus = pyo.Constraint(rule=lambda m: spread_row(0, "gpus"))
     m.plp4_spread_cpus = pyo.Constraint(rule=lambda m: spread_row(1, "cpus"))
     m.plp5_spread_mem = pyo.Constraint(rule=lambda m: spread_row(2, "mem"))
+    return m
+
+
+def build_packing_flow(fg: FlowGraph) -> pyo.ConcreteModel:
+    """(pf1)-(pf8) of ``formulations/packing_flow.md`` over ``fg``'s graph (Pyomo): a
+    feasibility model, its objective a constant 0."""
+    m = pyo.ConcreteModel(name="packing_flow")
+    take = [(k, i) for k, fc in enumerate(fg.classes) for i in range(len(fc.take))]
+    skip = [(k, i) for k, fc in enumerate(fg.classes) for i in range(len(fc.skip))]
+    ends = [(k, e) for k, fc in enumerate(fg.classes) for e in range(len(fc.ends))]
+    shares = [(k, e, j) for k, e in ends for j, _ in fg.classes[k].ends[e][1]]
+    m.take = pyo.Var(take, domain=pyo.NonNegativeIntegers, doc="one more whole job")
+    m.skip = pyo.Var(skip, domain=pyo.NonNegativeIntegers, doc="on to the next shape")
+    m.end = pyo.Var(ends, domain=pyo.NonNegativeIntegers, doc="servers ending at e")
+    m.share = pyo.Var(shares, domain=pyo.NonNegativeReals, doc="cores of an end's part")
+    m.feasibility = pyo.Objective(expr=0.0)
+
+    def layer(k: int, t: int) -> int:
+        return fg.classes[k].shapes.index(t)
+
+    # arcs into and out of every node (class, layer, state)
+    out: dict[tuple[int, int, tuple[int, int]], list[Any]] = {}
+    into: dict[tuple[int, int, tuple[int, int]], list[Any]] = {}
+    for k, i in take:
+        t, tail, head = fg.classes[k].take[i]
+        out.setdefault((k, layer(k, t), tail), []).append(m.take[k, i])
+        into.setdefault((k, layer(k, t), head), []).append(m.take[k, i])
+    for k, i in skip:
+        t, st = fg.classes[k].skip[i]
+        out.setdefault((k, layer(k, t), st), []).append(m.skip[k, i])
+        into.setdefault((k, layer(k, t) + 1, st), []).append(m.skip[k, i])
+    for k, e in ends:
+        st = fg.classes[k].ends[e][0]
+        out.setdefault((k, len(fg.classes[k].shapes), st), []).append(m.end[k, e])
+    roots = {(k, 0, (0, 0)) for k in range(len(fg.classes))}
+    inner = sorted((set(out) | set(into)) - roots)
+
+    @m.Constraint(inner)
+    def pf1_flow(m: pyo.ConcreteModel, k: int, layer: int, u: int, v: int) -> Any:
+        node = (k, layer, (u, v))
+        return pyo.quicksum(into.get(node, [])) == pyo.quicksum(out.get(node, []))
+
+    @m.Constraint(range(len(fg.classes)))
+    def pf2_servers(m: pyo.ConcreteModel, k: int) -> Any:
+        arcs = out.get((k, 0, (0, 0)), [])
+        return (
+            pyo.quicksum(arcs) == len(fg.classes[k].servers) if arcs else pyo.Constraint.Infeasible
+        )
+
+    tags = fg.tags or (-1,) * len(fg.shapes)
+
+    def arcs_of(t: int) -> list[Any]:
+        return [m.take[k, i] for k, i in take if fg.classes[k].take[i][0] == t]
+
+    @m.Constraint([t for t in range(len(fg.need)) if tags[t] < 0])
+    def pf3_whole_jobs(m: pyo.ConcreteModel, t: int) -> Any:
+        arcs = arcs_of(t)
+        return pyo.quicksum(arcs) == fg.need[t] if arcs else pyo.Constraint.Infeasible
+
+    @m.Constraint(range(len(fg.choices)))
+    def pf7_choices(m: pyo.ConcreteModel, i: int) -> Any:
+        arcs = [a for t, tag in enumerate(tags) if tag == i for a in arcs_of(t)]
+        return pyo.quicksum(arcs) == fg.choices[i] if arcs else pyo.Constraint.Infeasible
+
+    @m.Constraint()
+    def pf8_value_floor(m: pyo.ConcreteModel) -> Any:
+        if fg.floor is None:
+            return pyo.Constraint.Skip
+        chosen = [fg.worth[t] * a for t, tag in enumerate(tags) if tag >= 0 for a in arcs_of(t)]
+        return pyo.quicksum(chosen) >= fg.floor
+
+    def parts_of(j: int) -> list[tuple[int, int, int]]:
+        return [(k, e, a) for k, e in ends for jj, a in fg.classes[k].ends[e][1] if jj == j]
+
+    @m.Constraint(range(len(fg.spread)))
+    def pf4_spread_gpus(m: pyo.ConcreteModel, j: int) -> Any:
+        got = pyo.quicksum(a * m.end[k, e] for k, e, a in parts_of(j))
+        return got == fg.spread[j][0] if parts_of(j) else pyo.Constraint.Infeasible
+
+    @m.Constraint(range(len(fg.spread)))
+    def pf5_spread_cpus(m: pyo.ConcreteModel, j: int) -> Any:
+        got = [m.share[k, e, j] for k, e, _ in parts_of(j)]
+        if not got:
+            return pyo.Constraint.Infeasible if fg.spread[j][1] > 0 else pyo.Constraint.Skip
+        return pyo.quicksum(got) >= fg.spread[j][1]
+
+    @m.Constraint([(k, e) for k, e in ends if fg.classes[k].ends[e][1]])
+    def pf6_leftover_cpus(m: pyo.ConcreteModel, k: int, e: int) -> Any:
+        (_, v), parts = fg.classes[k].ends[e]
+        room = fg.classes[k].cpus - v
+        return pyo.quicksum(m.share[k, e, j] for j, _ in parts) <= room * m.end[k, e]
+
     return m
