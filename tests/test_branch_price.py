@@ -760,3 +760,32 @@ def test_opt_exact_notes_say_what_holds_the_bound() -> None:
     assert opt_exact._merge(searched, same).detail == res.detail
     tighter = dataclasses.replace(mip, dual_bound=9.0)
     assert opt_exact._merge(searched, tighter).detail == ""
+
+
+def test_a_leaf_whose_points_do_not_pack_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split penalties 64 GPUs seed 3: leaves whose LP puts every job at one point where
+    the jobs do not pack are made to allow only those points and refuted by the packing's
+    arc flow; the search proves the optimum that the search without it proves (slower)."""
+    inst = family_round("split-penalty", 64, 3)
+    run = select_runnable(inst)
+    asked: list[bool] = []
+    real = bp.refute_by_flow
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        verdict = real(*args, **kwargs)
+        asked.append(verdict.refuted)
+        return verdict
+
+    monkeypatch.setattr(bp, "refute_by_flow", spy)
+    got = bp.branch_and_price(inst, run, time_limit=120)
+    assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
+    assert got.refuted >= 1 and got.refuted == sum(asked)
+    assert (
+        check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
+    )
+    searched = opt_exact._search(inst, run, [], 120, MechanismOptions())
+    assert searched is not None and "leaves refuted by the arc flow" in searched.detail
+    monkeypatch.setattr(bp, "FLOW_REFUTE", False)
+    plain = bp.branch_and_price(inst, run, time_limit=120)
+    assert plain is not None and plain.proven and plain.refuted == 0
+    assert got.objective == pytest.approx(plain.objective, rel=1e-9)

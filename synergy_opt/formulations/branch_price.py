@@ -25,6 +25,13 @@ split-penalty rounds stalled (seeds 2-4) the leaf bound was right and the alloca
 missing: seed 2's stalled leaf has LP value 59.6041, and HiGHS needs 50-63 s over the
 whole round to find an allocation worth that.
 
+Where a leaf's LP puts every job at one point and the jobs do not pack there, no LP of
+this search sees it (the servers are fractional) and the leaf MIP, branching over
+identical servers, does not settle it: the leaf's points are made the node's own
+(:func:`_fix_points`) and the packing's arc flow (:mod:`.packing_flow`), whole servers
+as paths, refutes the node where it can (split penalties 128 GPUs seed 9: five leaves,
+0.2-0.4 s each, proven where no limit proved it before).
+
 ``formulations/patterns.md`` ("Branch-and-price") states the node master's extra pieces;
 the rest is the pattern master and pricing problem unchanged.
 
@@ -47,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from synergy_opt.formulations.counting import _model_data
+from synergy_opt.formulations.counting import Point, _model_data
 from synergy_opt.formulations.counting_fast import (
     EXACT_REL_GAP,
     CountingMatrix,
@@ -55,7 +62,8 @@ from synergy_opt.formulations.counting_fast import (
     placements_from_values,
     start_from_placements,
 )
-from synergy_opt.formulations.packing_data import packing_data
+from synergy_opt.formulations.packing_data import PackingData, packing_data
+from synergy_opt.formulations.packing_flow import Choice, refute_by_flow
 from synergy_opt.formulations.packing_lp import refute_packing
 from synergy_opt.formulations.patterns import (
     SHORT_PENALTY,
@@ -149,6 +157,16 @@ INT_EPS: float = 1e-6
 PACK_POINTS: bool = True
 POINT_ATTEMPTS: int = 6
 POINT_SPREAD_S: float = 0.2
+#: Where such a leaf does not pack there, its points are made the node's own
+#: (:func:`_fix_points`: each one-member class's whole point in turn, "only this point"
+#: against "any other") and the node that allows no other points is refuted, where it can
+#: be, by the packing's arc flow (:mod:`~synergy_opt.formulations.packing_flow`), which sees
+#: whole servers where the pattern LP does not: refuted, the node has no allocation.  Each
+#: refutation gets at most ``FLOW_SHARE`` of the search's time.  The leaves that held
+#: split-penalty 128-GPU seeds 3, 7, 9 and 17 open (``formulations/branch_price.md``) are
+#: refuted in 5.6, 2.9, 0.27 and 5.8 s.
+FLOW_REFUTE: bool = True
+FLOW_SHARE: float = 0.25
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -184,6 +202,8 @@ class BranchResult:
     #: why the search ended, in words for a note (:data:`STOP_PROVEN` and the others): a
     #: user reading an unproven answer learns what holds the bound
     stop: str = ""
+    #: nodes whose points the packing's arc flow proved unpackable (:data:`FLOW_REFUTE`)
+    refuted: int = 0
 
 
 #: Why a search ended (:attr:`BranchResult.stop`).
@@ -963,6 +983,80 @@ def _leaf_points(
     return points, frozenset(spread)
 
 
+@dataclass(frozen=True, slots=True)
+class _LeafPoints:
+    """Every job's point at a leaf whose LP fixes them all (:func:`_fix_points`)."""
+
+    points: dict[str, Point]
+    spread: frozenset[str]
+    #: children that make these points the node's own ([]: it allows no others)
+    kids: list[Node]
+    #: classes of several jobs whose whole jobs the node lets take more than one point
+    free: tuple[int, ...]
+
+    def refutation(
+        self, inst: RoundInstance, jobs: Sequence[Job], data: Mapping[str, Any], floor: float
+    ) -> tuple[PackingData, tuple[Choice, ...], float | None]:
+        """What the arc flow is asked: the packing of the jobs whose point the node fixes,
+        and for each free class its whole jobs at points of their choice, worth at least
+        ``floor`` in all (``None`` without free classes: then no packing at all)."""
+        free = set(self.free)
+        k_of = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
+        kept = [j for j in jobs if j.id in self.spread or k_of[j.id] not in free]
+        pdata = packing_data(inst, kept, self.points, self.spread)
+        if not free:
+            return pdata, (), None
+        options: dict[int, set[tuple[int, float]]] = {k: set() for k in free}
+        for (_, k, _), (c, _, w) in data["x_point"].items():
+            if k in free:
+                options[k].add((int(c), float(w)))
+        counts = {k: 0 for k in free}
+        for j in jobs:
+            if j.id not in self.spread and k_of[j.id] in free:
+                counts[k_of[j.id]] += 1
+        choices = tuple(
+            Choice(counts[k], data["g"][k], tuple(sorted(options[k]))) for k in sorted(free)
+        )
+        fixed = math.fsum(self.points[j.id][2] for j in kept)
+        return pdata, choices, floor - fixed
+
+
+def _fix_points(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> _LeafPoints | None:
+    """Where the leaf's LP fixes every job's point (:func:`_leaf_points`): those points
+    and the children that make them the node's own, or [] where the node already allows no
+    others but those of its free classes (several jobs whole at more than one allowed
+    point: their counts per point are the LP's, not the node's, so the arc flow lets them
+    choose).  ``None`` where the LP mixes points.
+
+    The children split a one-member class's whole point p, the first still open in class
+    order, into "only p" (the LP's solution stays, and so does the bound) and "any other"
+    (p left out): as in :func:`_point_children`, they split the node's allocations."""
+    got = _leaf_points(data, lp)
+    if got is None:
+        return None
+    points, spread = got
+    allowed: dict[int, set[int]] = {}
+    for _, k, p in data["x_index"]:
+        if (k, p) not in node.xbanned:
+            allowed.setdefault(k, set()).add(p)
+    free = tuple(sorted(k for k, ps in allowed.items() if data["n"][k] > 1 and len(ps) > 1))
+    at: dict[int, int] = {}
+    for j, z in lp.z.items():
+        for (k, p), _ in lp.patterns[j].whole:
+            if z > INT_EPS and data["n"][k] == 1:
+                at[k] = p
+    for k in sorted(at):
+        if len(allowed.get(k, ())) > 1:
+            p = at[k]
+            others = {(k, q) for q in allowed[k] if q != p}
+            kids = [
+                dataclasses.replace(node, xbanned=node.xbanned | others),
+                dataclasses.replace(node, xbanned=node.xbanned | {(k, p)}),
+            ]
+            return _LeafPoints(points, spread, kids, free)
+    return _LeafPoints(points, spread, [], free)
+
+
 def _pack_points(
     inst: RoundInstance,
     jobs: Sequence[Job],
@@ -1128,8 +1222,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     inc_vec = vectors[0] if vectors else None
     found = {jid: tuple(p) for jid, p in known[0][0].items()} if known else {}
     source = "warm start" if known else "none"
-    nodes = leaves = count = 0
+    nodes = leaves = count = refuted = 0
     ended = STOP_TIME
+    packed_at: set[frozenset[tuple[str, Point]]] = set()  # points _pack_points has tried
 
     def tol() -> float:
         return EXACT_REL_GAP * max(1.0, abs(inc)) if inc > -math.inf else 0.0
@@ -1143,6 +1238,33 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             found = {jid: tuple(p) for jid, p in placements.items()}
             source = what
             log.debug("branch-and-price: %s incumbent %.6g at node %d", what, inc, nodes)
+
+    # leaves with free classes the arc flow has seen, and the incumbent it was given
+    flowed_at: dict[Node, tuple[_LeafPoints, float]] = {}
+
+    def refute(node: Node, fixed: _LeafPoints) -> bool:
+        """Whether the arc flow proves that no allocation of ``node`` (which allows only
+        ``fixed``'s points, but for its free classes) beats the incumbent."""
+        nonlocal refuted
+        pdata, choices, floor = fixed.refutation(inst, jobs, data, inc + tol())
+        if choices:
+            flowed_at[node] = (fixed, inc)
+        left = min(FLOW_SHARE * time_limit, deadline - time.perf_counter())
+        verdict = refute_by_flow(
+            pdata,
+            left,
+            threads=threads,
+            choices=choices,
+            floor=None if floor is None or floor == -math.inf else floor,
+        )
+        log.debug(
+            "leaf: arc flow %s in %.2fs (%d free classes)",
+            verdict.status,
+            verdict.seconds,
+            len(choices),
+        )
+        refuted += verdict.refuted
+        return verdict.refuted
 
     pricer = _Pricer(data)
     pool = _seed_patterns(data, cm, vectors)
@@ -1239,17 +1361,33 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         if slice_s > MAX_LEAF_SLICE_S:
             # the best node is a leaf whose MIP stalls: the pattern LP stays loose there
             # (the counting MIP over the whole round, which opt-exact runs next, sometimes
-            # closes such rounds); stop with the bound
+            # closes such rounds); stop with the bound, unless the incumbent has risen
+            # since the arc flow last saw this leaf's free classes (a higher floor)
+            again = flowed_at.get(node)
+            if again is not None and inc > again[1] + tol() and refute(node, again[0]):
+                continue
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
             ended = STOP_LEAF if _leaf_points(data, lp_of[node]) is None else STOP_LEAF_POINTS
             break
-        if slice_s == LEAF_SLICE_S and PACK_POINTS:
+        fixed = _fix_points(data, node, lp_of[node]) if slice_s == LEAF_SLICE_S else None
+        at = None if fixed is None else frozenset(fixed.points.items())
+        if slice_s == LEAF_SLICE_S and PACK_POINTS and (at is None or at not in packed_at):
+            if at is not None:
+                packed_at.add(at)  # the children that fix these points ask it no more
             found_p = _pack_points(inst, jobs, data, lp_of[node], deadline)
             if found_p is not None:
                 offer(found_p, "leaf points")
                 if bound <= inc + tol():
                     continue
+        if FLOW_REFUTE and fixed is not None:
+            if fixed.kids:  # make the LP's points the node's own: it keeps its bound
+                for kid in fixed.kids:
+                    count += 1
+                    heapq.heappush(heap, (-bound, count, kid, 0.0))
+                continue
+            if refute(node, fixed):
+                continue
         if slice_s == LEAF_SLICE_S:
             # first the integer master over the patterns so far with the leaf's decisions:
             # where the leaf's bound is an allocation, it is often made of known patterns
@@ -1317,6 +1455,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             time.perf_counter() - t0,
             source,
             ended,
+            refuted,
         )
     runtime = time.perf_counter() - t0
     log.debug(
@@ -1339,4 +1478,5 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         runtime,
         source,
         ended,
+        refuted,
     )

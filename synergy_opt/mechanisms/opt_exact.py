@@ -572,7 +572,9 @@ def _search(
         0,
         0,
         found.placements,
-        f"branch-and-price, {found.nodes} nodes: {found.stop}",
+        f"branch-and-price, {found.nodes} nodes"
+        + (f", {found.refuted} leaves refuted by the arc flow" if found.refuted else "")
+        + f": {found.stop}",
     )
 
 
