@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from typing import Any
 
@@ -131,6 +132,7 @@ def test_refutes_exactly_the_packings_of_gpus_and_cores_that_do_not_exist(
 def test_spread_cores_only_where_the_job_has_a_gpu() -> None:
     data = _spread_case()
     assert refute_by_flow(data, 10.0).refuted
+    assert refute_by_flow(data, math.inf).refuted  # no limit: solved without a guard
     assert refute_by_flow(data, 10.0, one_server=True).refuted
     sp = data.spread[0].job
     roomy = PackingData(data.groups, (SpreadJob(sp, 4, 10.0, (0, 1)),), data.servers)

@@ -19,6 +19,7 @@ reference is :func:`synergy_opt.formulations.packing.build_packing_flow`, over t
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -345,10 +346,12 @@ def refute_by_flow(
     one_server: bool = False,
     choices: tuple[Choice, ...] = (),
     floor: float | None = None,
+    node_limit: int | None = None,
 ) -> FlowVerdict:
     """Whether no integral flow exists (then no packing does: none with every spread job
     on two servers at least, or none at all with ``one_server``; with ``choices``, none
-    whose chosen points are worth ``floor``), within ``time_limit``."""
+    whose chosen points are worth ``floor``), within ``time_limit`` (and ``node_limit``
+    branch-and-bound nodes: the same verdict on every machine)."""
     t0 = time.perf_counter()
     fg = flow_graph(data, max_cols, one_server=one_server, choices=choices, floor=floor)
     if fg is None:
@@ -356,12 +359,15 @@ def refute_by_flow(
     if fg.idle < 0 or _stranded(fg):  # more GPUs asked for than there are; a job no server holds
         return FlowVerdict(REFUTED, time.perf_counter() - t0, 0)
     mm = build_packing_flow_matrix(fg)
+    left = max(time_limit - (time.perf_counter() - t0), 1e-3)
     res = solve_matrix(
         mm,
-        time_limit=max(time_limit - (time.perf_counter() - t0), 1e-3),
+        time_limit=left if math.isfinite(left) else None,
         threads=threads,
+        node_limit=node_limit,
         highs_options=FLOW_HIGHS_OPTIONS,
-        guard=True,  # HiGHS does not check its limit everywhere (synergy_opt.deadline)
+        # HiGHS does not check its limit everywhere (synergy_opt.deadline)
+        guard=math.isfinite(left),
     )
     status = {
         TerminationStatus.INFEASIBLE: REFUTED,
