@@ -225,3 +225,37 @@ def test_opt_reaches_the_full_server_bound_of_seed_14() -> None:
     assert got.total_throughput == pytest.approx(54.365, abs=1e-6)
     assert got.upper_bound == pytest.approx(54.365, abs=1e-6)
     assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_the_route_refutes_by_the_arc_flow_where_cp_sat_runs_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 128 GPUs seed 3005, full-server points: the pattern LP does not
+    refute them, CP-SAT's quick try and the integral contents find no packing, and CP-SAT
+    then spent its whole budget (and a hinted try) for nothing; the arc flow refutes them
+    at its root, so CP-SAT's whole budget never runs."""
+    from synergy_opt.mechanisms.opt import packing_route
+
+    budgets: list[float] = []
+    real = cp_module.solve_packing
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        budgets.append(kwargs.get("deterministic_s", -1.0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cp_module, "solve_packing", counted)
+    ctx = Opt().context(family_round("split-penalty", 128, 3005))
+    assert ctx is not None
+    assert not refute_packing(route_packing_data(ctx, bound_points(ctx))).refuted
+    res = pack(ctx, bound_points(ctx))
+    assert res.status is TerminationStatus.INFEASIBLE and res.plan is None
+    # the quick try, then the spread jobs around each integral solution; no whole budget
+    assert budgets[0] == packing_route.QUICK_DETERMINISTIC_S
+    assert packing_route.PACKING_DETERMINISTIC_S not in budgets
+    monkeypatch.setattr(packing_route, "PACKING_FLOW", False)
+    budgets.clear()
+    ctx = Opt().context(family_round("split-penalty", 128, 3005))
+    assert ctx is not None
+    res = pack(ctx, bound_points(ctx))
+    assert res.status is TerminationStatus.LIMIT  # unsettled without the flow
+    assert packing_route.PACKING_DETERMINISTIC_S in budgets

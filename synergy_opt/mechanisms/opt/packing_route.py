@@ -24,12 +24,14 @@ spreads free jobs freely.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from synergy_opt.formulations.packing_data import PackingData, packing_data
+from synergy_opt.formulations.packing_flow import refute_by_flow
 from synergy_opt.formulations.packing_lp import PatternListing, refute_packing
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.opt.context import (
@@ -86,6 +88,18 @@ PACKING_LP: bool = True
 #: to its own GPUs: of the 11 full-server points it ran out of budget on (split penalties
 #: 128 GPUs seeds 0-23, 1000-1029, 3000-3007), this packs 9, after 1-6 solutions.
 CONTENT_ATTEMPTS: int = 12
+#: Where neither CP-SAT's quick try nor the integral contents pack, the packing's arc flow
+#: (:mod:`~synergy_opt.formulations.packing_flow`, whole servers, memory dropped) tries to
+#: refute it before CP-SAT's whole budget runs: the three points of split-penalty 128-GPU
+#: rounds (seeds 0-23, 1000-1029, 3000-3007) that stayed unsettled (seeds 9, 3004, 3005)
+#: are refuted in 0.09-0.77 s, where CP-SAT spent its budget (about 4-6 s).  At most
+#: :data:`FLOW_NODES` branch-and-bound nodes (the same verdict on every machine; those
+#: three are refuted at the root) and the solves' share of the clock.
+PACKING_FLOW: bool = True
+FLOW_NODES: int = 100
+#: ... and at most this many columns (those three have 1,900-5,200; building the graph of
+#: a 512-GPU split-penalty round's points up to the flow's own limit took 0.7 s).
+FLOW_COLS: int = 20_000
 #: CP-SAT's budget for placing the spread jobs around fixed whole jobs (a few variables).
 SPREAD_DETERMINISTIC_S: float = 0.2
 #: ... but CP-SAT on the whole packing runs first within this budget: most packings it
@@ -204,6 +218,8 @@ def pack(
         res = solve(QUICK_DETERMINISTIC_S)
         if res.status is TerminationStatus.LIMIT:
             found = _by_contents(ctx, data, listing, share, lp)
+            if found is None and PACKING_FLOW and _flow_refutes(ctx, bp, data, share):
+                return packing_cp.PackingResult(TerminationStatus.INFEASIBLE, None, 0.0, 0.0)
             res = found if found is not None else solve(PACKING_DETERMINISTIC_S)
     if (
         HINTED_PACKING
@@ -224,6 +240,27 @@ def pack(
     if fewer.plan is not None and _parts(fewer.plan) < _parts(res.plan):
         return fewer
     return res
+
+
+def _flow_refutes(ctx: RoundContext, bp: BoundPoints, data: PackingData, share: float) -> bool:
+    """Whether the packing's arc flow proves, within :data:`FLOW_NODES` nodes and ``share``
+    of what is left of the clock, that ``data`` has no packing."""
+    left = ctx.clock.left()
+    verdict = refute_by_flow(
+        data,
+        math.inf if left is None else left * share,
+        one_server=True,  # the packing model's parts (pk5)
+        node_limit=FLOW_NODES,
+        max_cols=FLOW_COLS,
+    )
+    log.info(
+        "packing at the %s points: arc flow %s in %.3f s (%d columns)",
+        bp.name,
+        verdict.status,
+        verdict.seconds,
+        verdict.columns,
+    )
+    return verdict.refuted
 
 
 def _by_contents(
