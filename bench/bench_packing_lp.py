@@ -7,15 +7,19 @@ For each round, the tightest super-machine's points (``opt``'s packing route's,
 ``bound_points``) are packed by CP-SAT alone (its deterministic budget, one worker, as the
 route runs it without the LP), refuted-or-not by the pattern LP
 (``formulations/packing_lp.md``) and, where the LP does not refute them, packed-or-not from
-the LP's integral contents (the route's ``_by_contents``), one after the other.  Printed
+the LP's integral contents (the route's ``_by_contents``), and where none of these settles
+them, the packing's arc flow (``formulations/packing_flow.md``, as the route asks it), one
+after the other.  Printed
 per round: the points' kind and value, each verdict and wall time; then the totals: rounds
 the LP refutes, what CP-SAT spent on them, the ratio of the time to settle those rounds, LP
-over CP-SAT, and the packings the integral contents find that CP-SAT alone does not.
+over CP-SAT, the packings the integral contents find that CP-SAT alone does not, and the
+rounds the arc flow refutes (its time over what CP-SAT spent on them).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -25,10 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_opt import table  # noqa: E402
 
 from synergy_opt.formulations.packing_cp import solve_packing  # noqa: E402
+from synergy_opt.formulations.packing_flow import refute_by_flow  # noqa: E402
 from synergy_opt.formulations.packing_lp import refute_packing  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.opt.packing_route import (  # noqa: E402
+    FLOW_COLS,
+    FLOW_NODES,
     _by_contents,
     bound_points,
     route_packing_data,
@@ -68,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[list[object]] = []
     lp_s = cp_s = cp_on_refuted = lp_on_refuted = 0.0
     refuted = packed = missed = contents_packed = contents_only = 0
-    contents_total = 0.0
+    contents_total = flow_time = cp_on_flow = 0.0
+    flow_refuted = 0
     for seed in seeds:
         ctx = Opt().context(family_round(args.family, args.gpus, seed))
         if ctx is None:
@@ -99,8 +107,19 @@ def main(argv: list[str] | None = None) -> int:
             if verdict.refuted:  # pragma: no cover - the LP is a relaxation of the packing
                 print(f"seed {seed}: the LP refuted a packing CP-SAT found", file=sys.stderr)
                 return 1
-        elif not verdict.refuted and by_contents != "packed":
-            missed += 1
+        flow, flow_s = "-", 0.0
+        if cp.plan is None and not verdict.refuted and by_contents != "packed":
+            # what the route asks last, before CP-SAT's whole budget (FLOW_NODES nodes)
+            got_flow = refute_by_flow(
+                data, math.inf, one_server=True, node_limit=FLOW_NODES, max_cols=FLOW_COLS
+            )
+            flow, flow_s = got_flow.status, got_flow.seconds
+            if got_flow.refuted:
+                flow_refuted += 1
+                flow_time += flow_s
+                cp_on_flow += cp_wall
+            else:
+                missed += 1
         shortfall = "-" if verdict.shortfall is None else f"{verdict.shortfall:.4f}"
         rows.append(
             [
@@ -116,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                 round(cp_wall, 3),
                 by_contents,
                 round(contents_s, 3),
+                flow,
+                round(flow_s, 3),
             ]
         )
     table(
@@ -133,15 +154,20 @@ def main(argv: list[str] | None = None) -> int:
             "s",
             "LP's IP",
             "IP s",
+            "flow",
+            "flow s",
         ],
         rows,
     )
     ratio = lp_on_refuted / cp_on_refuted if cp_on_refuted > 0 else float("nan")
+    flow_ratio = flow_time / cp_on_flow if cp_on_flow > 0 else float("nan")
     print(
         f"\n{len(rows)} rounds: CP-SAT packs {packed}; the LP refutes {refuted} "
         f"(CP-SAT spent {cp_on_refuted:.2f} s on them, the LP {lp_on_refuted:.3f} s: "
         f"ratio LP/CP-SAT {ratio:.4f}); the LP's integral contents pack {contents_packed} "
         f"({contents_only} that CP-SAT alone does not, {contents_total:.2f} s in all); "
+        f"the arc flow refutes {flow_refuted} of what is left (CP-SAT spent {cp_on_flow:.2f} s "
+        f"on them, the flow {flow_time:.3f} s: ratio flow/CP-SAT {flow_ratio:.4f}); "
         f"none of them settles {missed}.  All rounds: LP {lp_s:.3f} s, CP-SAT {cp_s:.2f} s."
     )
     return 0

@@ -32,6 +32,20 @@ def test_the_table_counts_what_each_settles(capsys: pytest.CaptureFixture[str]) 
     assert n == 3 and refuted >= 1 and packed + refuted <= n
 
 
+def test_the_arc_flow_settles_what_the_lp_and_cp_sat_leave(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Split penalties 128 GPUs seed 9 (pooled points): the LP does not refute them, CP-SAT
+    runs out of its budget, the integral contents find no packing; the arc flow refutes."""
+    bench = bench_module("bench_packing_lp")
+    assert bench.main(["--seeds", "9:10", "--budget", "0.3"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line.split() for line in out.splitlines() if re.match(r"\s*9\s+pooled\s", line)]
+    assert row[5] == "-" and row[10] == "none" and row[12] == "refuted"
+    assert re.search(r"the arc flow refutes 1 of what is left", out)
+    assert "none of them settles 0" in out
+
+
 @pytest.mark.parametrize(
     "argv", [["--seeds", "3:1"], ["--seeds", "x"], ["--budget", "0"], ["--gpus", "40"]]
 )
