@@ -172,6 +172,12 @@ def test_nothing_is_refuted_past_the_size_limit() -> None:
     _, data = _leaf()
     verdict = refute_by_flow(data, 60.0, max_cols=100)
     assert verdict.status == TOO_LARGE and not verdict.refuted
+    # twelve 8-GPU spread jobs over sixteen 8-GPU servers: the ends are grown within a
+    # server's GPUs until the limit, not drawn from every combination (7^8 per set of 8)
+    many = tuple(SpreadJob(_job(f"s{i}", 8), 4, 1.0, tuple(range(16))) for i in range(12))
+    crowded = PackingData((), many, ((8, 24, 500.0),) * 16)
+    assert flow_graph(crowded) is None
+    assert refute_by_flow(crowded, 60.0).status == TOO_LARGE
 
 
 def test_a_choice_must_reach_its_floor() -> None:
