@@ -536,7 +536,12 @@ def _point_children(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> list[No
     frac = [kp for kp, v in use.items() if INT_EPS < v < 1 - INT_EPS]
     if not frac:
         return None
-    k, p = min(frac, key=lambda kp: (abs(use[kp] - 0.5), kp))
+    return _split_point(data, node, *min(frac, key=lambda kp: (abs(use[kp] - 0.5), kp)))
+
+
+def _split_point(data: Mapping[str, Any], node: Node, k: int, p: int) -> list[Node]:
+    """One-member class k's whole point p: "only p" (every other point of k left out) and
+    "not p"."""
     others = {(kk, q) for _, kk, q in data["x_index"] if kk == k and q != p}
     return [
         dataclasses.replace(node, xbanned=node.xbanned | others),
@@ -1047,13 +1052,7 @@ def _fix_points(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> _LeafPoints
                 at[k] = p
     for k in sorted(at):
         if len(allowed.get(k, ())) > 1:
-            p = at[k]
-            others = {(k, q) for q in allowed[k] if q != p}
-            kids = [
-                dataclasses.replace(node, xbanned=node.xbanned | others),
-                dataclasses.replace(node, xbanned=node.xbanned | {(k, p)}),
-            ]
-            return _LeafPoints(points, spread, kids, free)
+            return _LeafPoints(points, spread, _split_point(data, node, k, at[k]), free)
     return _LeafPoints(points, spread, [], free)
 
 

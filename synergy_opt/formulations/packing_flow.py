@@ -205,17 +205,17 @@ def flow_graph(
                         todo.append(head)
             skip += [(t, st) for st in sorted(seen)]
             layer = seen
+        cols += len(take) + len(skip)
+        if cols > max_cols:
+            return None
         ends: list[tuple[State, tuple[tuple[int, int], ...]]] = []
         for st in sorted(layer):
             free = (gpus - idle - st[0], gpus - st[0])
             for p in _parts(spread, parts, free, gpus, one_server):
                 ends.append((st, p))
                 cols += 1 + len(p)
-                if cols + len(take) + len(skip) > max_cols:
+                if cols > max_cols:
                     return None
-        cols += len(take) + len(skip)
-        if cols > max_cols:
-            return None
         classes.append(
             FlowClass(tuple(servers), gpus, cpus, allowed, tuple(take), tuple(skip), tuple(ends))
         )

@@ -92,7 +92,9 @@ CONTENT_ATTEMPTS: int = 12
 #: (:mod:`~synergy_opt.formulations.packing_flow`, whole servers, memory dropped) tries to
 #: refute it before CP-SAT's whole budget runs: the three points of split-penalty 128-GPU
 #: rounds (seeds 0-23, 1000-1029, 3000-3007) that stayed unsettled (seeds 9, 3004, 3005)
-#: are refuted in 0.09-0.77 s, where CP-SAT spent its budget (about 4-6 s).  At most
+#: are refuted in 0.06-0.8 s, where CP-SAT then spent its whole budget: ``pack`` on them
+#: 0.7-1.7 s instead of 2.6-3.3 s (``bench/bench_packing_lp.py``: seed 9, 0.41 s against
+#: CP-SAT's 1.91 s).  At most
 #: :data:`FLOW_NODES` branch-and-bound nodes (the same verdict on every machine; those
 #: three are refuted at the root) and the solves' share of the clock.
 PACKING_FLOW: bool = True
