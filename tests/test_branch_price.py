@@ -789,3 +789,51 @@ def test_a_leaf_whose_points_do_not_pack_is_refuted(monkeypatch: pytest.MonkeyPa
     plain = bp.branch_and_price(inst, run, time_limit=120)
     assert plain is not None and plain.proven and plain.refuted == 0
     assert got.objective == pytest.approx(plain.objective, rel=1e-9)
+
+
+def test_the_root_dive_leaf_refuted_by_the_arc_flow_skips_its_packings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 128 GPUs seed 9 from TUNE: the root's dive ends at a leaf whose
+    points do not pack; the arc flow refutes them, so the packings that look for an
+    allocation worth that leaf's bound (the reach MIP, the leaf dive) never run, the
+    search's leaf with the same points is refuted from that verdict without a second
+    flow, and the search still proves the optimum (54.3377, proven in session 24 with
+    both packings run)."""
+    inst = family_round("split-penalty", 128, 9)
+    run = select_runnable(inst)
+    tune = make_mechanism("tune").allocate(inst)
+    start = {ja.id: ja.placement for ja in tune.jobs}
+    dive: list[tuple[object, object]] = []  # (the leaf's LP, the flow's verdict)
+    flows: list[bool] = []
+    real_points, real_flow, real_pack = bp._points_refuted, bp.refute_by_flow, bp._pack_leaf
+
+    def points_spy(*args: Any, **kwargs: Any) -> Any:
+        dive.append((args[3], real_points(*args, **kwargs)))
+        return dive[-1][1]
+
+    def flow_spy(*args: Any, **kwargs: Any) -> Any:
+        verdict = real_flow(*args, **kwargs)
+        flows.append(verdict.refuted)
+        return verdict
+
+    def reach_spy(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the reach MIP ran on the refuted dive leaf")
+
+    def pack_spy(*args: Any, **kwargs: Any) -> Any:
+        assert all(args[5] is not lp for lp, _ in dive), "the refuted dive leaf was packed"
+        return real_pack(*args, **kwargs)
+
+    monkeypatch.setattr(bp, "_points_refuted", points_spy)
+    monkeypatch.setattr(bp, "refute_by_flow", flow_spy)
+    monkeypatch.setattr(bp, "_reach", reach_spy)
+    monkeypatch.setattr(bp, "_pack_leaf", pack_spy)
+    got = bp.branch_and_price(inst, run, time_limit=60, warm_start=[start])
+    assert len(dive) == 1 and dive[0][1] is not None  # the dive leaf's points, refuted
+    assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
+    assert got.objective == pytest.approx(54.3377, abs=1e-6)
+    # every refuted leaf but one was the flow's own; the one is the dive leaf's verdict
+    assert got.refuted == sum(flows[1:]) + 1
+    assert (
+        check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
+    )
