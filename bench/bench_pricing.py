@@ -28,9 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_opt import table  # noqa: E402
 
-from synergy_opt.formulations import branch_price as bp  # noqa: E402
+from synergy_opt.formulations import branch_node as bnode  # noqa: E402
 from synergy_opt.formulations.counting import _model_data  # noqa: E402
-from synergy_opt.formulations.patterns_fast import _pricing_solve  # noqa: E402
+from synergy_opt.formulations.patterns import server_shapes  # noqa: E402
+from synergy_opt.formulations.patterns_fast import (  # noqa: E402
+    PATTERNS_PER_PRICING,
+    _pricing_solve,
+)
 from synergy_opt.formulations.pricing_grid import GridPricer  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
@@ -52,7 +56,7 @@ def _seeds(text: str) -> list[int]:
 def _root(data: dict[str, Any], method: str, quick: bool) -> tuple[float, int, float, list[Any]]:
     """The root's column generation: (seconds, MIP calls, bound, recorded MIP calls as
     (class, matrix with the call's costs and bounds))."""
-    pricer = bp._Pricer(data, method, heuristic=quick)
+    pricer = bnode._Pricer(data, method, heuristic=quick)
     calls: list[Any] = []
     price = pricer.price
 
@@ -64,7 +68,7 @@ def _root(data: dict[str, Any], method: str, quick: bool) -> tuple[float, int, f
 
     pricer.price = counted  # type: ignore[method-assign]
     t0 = time.perf_counter()
-    lp = bp.solve_node(data, pricer, [], bp.Node(), prune_at=None, deadline=float("inf"))
+    lp = bnode.solve_node(data, pricer, [], bnode.Node(), prune_at=None, deadline=float("inf"))
     seconds = time.perf_counter() - t0
     bound = float("nan") if lp is None or lp.bound is None else float(lp.bound)
     return seconds, len(calls), bound, calls
@@ -73,7 +77,7 @@ def _root(data: dict[str, Any], method: str, quick: bool) -> tuple[float, int, f
 def _replay(data: dict[str, Any], calls: list[Any]) -> tuple[float, float, int, int] | None:
     """(grid ms/call, MIP ms/call, calls where the grid reaches the optimum, calls) over
     the recorded MIP calls of classes the grid prices; None where it prices none."""
-    shapes = bp.server_shapes(data)
+    shapes = server_shapes(data)
     grids = {c: GridPricer.build(data, run[0]) for c, run in enumerate(shapes)}
     mine = [(c, mm) for c, mm in calls if grids.get(c) is not None]
     if not mine:
@@ -84,7 +88,7 @@ def _replay(data: dict[str, Any], calls: list[Any]) -> tuple[float, float, int, 
         grid = grids[c]
         assert grid is not None
         t0 = time.perf_counter()
-        sols = grid.solve(mm.cost, mm.col_upper, keep=bp.PATTERNS_PER_PRICING)
+        sols = grid.solve(mm.cost, mm.col_upper, keep=PATTERNS_PER_PRICING)
         t_grid += time.perf_counter() - t0
         t0 = time.perf_counter()
         ref, _ = _pricing_solve(mm, None)
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds = [8]
-    method = "mip" if args.all_mip else bp.PRICING
+    method = "mip" if args.all_mip else bnode.PRICING
     rows = []
     sums = np.zeros(4)
     replay = np.zeros(4)

@@ -17,6 +17,10 @@ import pytest
 from hypothesis import given, settings
 
 from synergy_opt.check import check_allocation
+from synergy_opt.formulations import branch_dive as bdive
+from synergy_opt.formulations import branch_leaf as bleaf
+from synergy_opt.formulations import branch_node as bnode
+from synergy_opt.formulations import branch_points as bpts
 from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
 from synergy_opt.formulations.patterns import Pattern
@@ -56,7 +60,7 @@ def test_equals_the_counting_optimum_on_32_gpu_rounds(seed: int) -> None:
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
-def _leaf_nodes(data: dict[str, Any]) -> list[bp.Node]:
+def _leaf_nodes(data: dict[str, Any]) -> list[bnode.Node]:
     """Every full set of spread decisions (slots used in class order, one point each)."""
     slots = list(data["slots"])
     choices = [[-1, *range(len(data["slot_points"][ki]))] for ki in slots]
@@ -73,7 +77,7 @@ def _leaf_nodes(data: dict[str, Any]) -> list[bp.Node]:
             for r in range(len(data["slot_points"][ki]))
             if r != q
         )
-        out.append(bp.Node(off, on, banned))
+        out.append(bnode.Node(off, on, banned))
     return out
 
 
@@ -86,20 +90,22 @@ def test_every_leaf_bound_covers_its_leaf_optimum() -> None:
     run, ref = _optimum(inst)
     data = counting._model_data(inst, run)
     cm = counting_fast.build_counting_matrix(data)
-    pricer = bp._Pricer(data)
+    pricer = bnode._Pricer(data)
     pool: list[Any] = []
     best = -math.inf
     checked = 0
     for node in _leaf_nodes(data):
-        lp = bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
-        leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+        lp = bnode.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+        leaf = solve_matrix(bleaf._leaf_matrix(cm, node, ()), "highs", time_limit=60)
         if leaf.status is TerminationStatus.INFEASIBLE:
             continue
         assert leaf.status is TerminationStatus.OPTIMAL and leaf.objective is not None
         assert lp is not None and lp.bound is not None and lp.converged
         assert lp.bound >= leaf.objective - 1e-6 * max(1.0, leaf.objective), node
         # the node's pattern rows keep the leaf's optimum
-        cut = solve_matrix(bp._leaf_matrix(cm, node, pricer.cuts(lp.cuts)), "highs", time_limit=60)
+        cut = solve_matrix(
+            bleaf._leaf_matrix(cm, node, pricer.cuts(lp.cuts)), "highs", time_limit=60
+        )
         assert cut.objective == pytest.approx(leaf.objective, abs=1e-5)
         best = max(best, leaf.objective)
         checked += 1
@@ -126,14 +132,14 @@ def test_integral_master_reads_back_as_the_allocation() -> None:
             z[pats.index(one[0])] = z.get(pats.index(one[0]), 0.0) + 1.0
     y = {key[1]: v for key, v in values.items() if key[0] == "y"}
     assert any(v > 0.5 for v in y.values())  # the optimum spreads a job here
-    lp = bp._NodeLP(ref.objective, ref.objective, y, z, tuple(pats), 0.0, True)
-    got = bp._master_values(data, lp)
+    lp = bnode._NodeLP(ref.objective, ref.objective, y, z, tuple(pats), 0.0, True)
+    got = bdive._master_values(data, lp)
     assert got is not None
     alloc = build_allocation(inst, "bp", counting_fast.placements_from_values(data, got))
     assert alloc.total_throughput == pytest.approx(ref.objective, rel=1e-9)
     assert check_allocation(inst, alloc, fair_share=True) == []
-    half = bp._NodeLP(0.0, 0.0, y, {j: v / 2 for j, v in z.items()}, lp.patterns, 0.0, True)
-    assert bp._master_values(data, half) is None  # fractional: no allocation
+    half = bnode._NodeLP(0.0, 0.0, y, {j: v / 2 for j, v in z.items()}, lp.patterns, 0.0, True)
+    assert bdive._master_values(data, half) is None  # fractional: no allocation
 
 
 def _only_server(cm: counting_fast.CountingMatrix, x: Any, s: int) -> Any:
@@ -181,20 +187,20 @@ def test_property_equals_counting_on_tiny_rounds(inst: Any) -> None:
         assert res.objective == pytest.approx(plain.objective, rel=REL, abs=1e-6)
 
 
-def _node_pool(data: dict[str, Any]) -> tuple[list[Any], list[bp.Node]]:
+def _node_pool(data: dict[str, Any]) -> tuple[list[Any], list[bnode.Node]]:
     """Patterns from a few nodes' column generation, and nodes of every kind."""
     slots = list(data["slots"])
     assert len(slots) >= 2
     a, b = slots[0], slots[1]
     nodes = [
-        bp.Node(),
-        bp.Node(on=frozenset({a})),
-        bp.Node(off=frozenset({a}), on=frozenset({b}), banned=frozenset({(*b, 0)})),
+        bnode.Node(),
+        bnode.Node(on=frozenset({a})),
+        bnode.Node(off=frozenset({a}), on=frozenset({b}), banned=frozenset({(*b, 0)})),
     ]
-    pricer = bp._Pricer(data)
+    pricer = bnode._Pricer(data)
     pool: list[Any] = []
     for node in nodes:
-        bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+        bnode.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
     return pool, nodes
 
 
@@ -210,7 +216,7 @@ def test_node_master_pyomo_equals_matrix() -> None:
     data = counting._model_data(inst, select_runnable(inst))
     pool, nodes = _node_pool(data)
     for node in nodes:
-        mm, _, _ = bp.node_master(data, pool, node)
+        mm, _, _ = bnode.node_master(data, pool, node)
         fast = solve_matrix(mm, "highs")
         ref = patterns.build_master(data, pool, off=node.off, on=node.on, banned=node.banned)
         rm, _ = pyomo_to_matrix(ref)
@@ -256,15 +262,15 @@ def test_whole_point_children_split_a_leaf_and_keep_valid_bounds() -> None:
             points.setdefault(k, set()).add(p)
     k = min(kk for kk, ps in points.items() if len(ps) >= 2)
     p = min(points[k])
-    parent = bp.Node(off=frozenset(data["slots"]))  # every job whole
-    lp = bp._NodeLP(0.0, 0.0, {}, {0: 0.5}, (_pattern_with(k, p),), 0.0, True)
-    kids = bp._point_children(data, parent, lp)
+    parent = bnode.Node(off=frozenset(data["slots"]))  # every job whole
+    lp = bnode._NodeLP(0.0, 0.0, {}, {0: 0.5}, (_pattern_with(k, p),), 0.0, True)
+    kids = bnode._point_children(data, parent, lp)
     assert kids is not None and len(kids) == 2
     assert kids[1].xbanned == {(k, p)}
     assert kids[0].xbanned == {(k, q) for q in points[k] if q != p}
 
-    def leaf(node: bp.Node) -> float:
-        res = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+    def leaf(node: bnode.Node) -> float:
+        res = solve_matrix(bleaf._leaf_matrix(cm, node, ()), "highs", time_limit=60)
         if res.status is TerminationStatus.INFEASIBLE:
             return -math.inf
         assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
@@ -274,7 +280,7 @@ def test_whole_point_children_split_a_leaf_and_keep_valid_bounds() -> None:
     got = []
     for kid in kids:
         best = leaf(kid)
-        node_lp = bp.solve_node(data, pricer, pool, kid, prune_at=None, deadline=math.inf)
+        node_lp = bnode.solve_node(data, pricer, pool, kid, prune_at=None, deadline=math.inf)
         if best > -math.inf:
             assert node_lp is not None and node_lp.bound is not None
             assert node_lp.bound >= best - 1e-6 * max(1.0, best), kid
@@ -294,46 +300,46 @@ def _search_model(seed: int) -> tuple[Any, dict[str, Any], Any, Any]:
     a pricer: what the search's pieces are tested on."""
     inst = family_round("split-penalty", 32, seed)
     data = counting._model_data(inst, select_runnable(inst))
-    return inst, data, counting_fast.build_counting_matrix(data), bp._Pricer(data)
+    return inst, data, counting_fast.build_counting_matrix(data), bnode._Pricer(data)
 
 
-def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bp.Node, Any]:
+def _dive_leaf(seed: int) -> tuple[Any, dict[str, Any], Any, Any, list[Any], bnode.Node, Any]:
     """A 32-GPU split-penalty round's dive down to a leaf from an empty pattern pool."""
     inst, data, cm, pricer = _search_model(seed)
     pool: list[Any] = []
-    node, lp = bp._dive_to_leaf(data, pricer, pool, bp.Node(), deadline=math.inf)
+    node, lp = bdive._dive_to_leaf(data, pricer, pool, bnode.Node(), deadline=math.inf)
     assert lp is not None and lp.converged
-    assert bp._children(data, node, lp) is None  # a leaf: no branching left
+    assert bnode._children(data, node, lp) is None  # a leaf: no branching left
     return inst, data, cm, pricer, pool, node, lp
 
 
-@pytest.mark.parametrize("solves", [bp.DIVE_SOLVES, 1])
+@pytest.mark.parametrize("solves", [bdive.DIVE_SOLVES, 1])
 def test_leaf_packing_reaches_the_leaf_optimum(solves: int, monkeypatch: Any) -> None:
     """From the dive's leaf, fixing servers to patterns (all the way to an integral master
     with the default budget; cut short after one pricing round, then the leaf MIP with
     the fixed servers held) gives an allocation worth the leaf's LP value, which is the
     leaf MIP's optimum; it keeps every floor.  The restricted MIP holds its servers to
     their patterns."""
-    monkeypatch.setattr(bp, "DIVE_SOLVES", solves)
+    monkeypatch.setattr(bdive, "DIVE_SOLVES", solves)
     assert _check_leaf_packing(3) is (solves > 1)  # integral master, or the MIP path
 
 
 def _check_leaf_packing(seed: int) -> bool:
     inst, data, cm, pricer, pool, node, lp = _dive_leaf(seed)
-    got, order = bp._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
+    got, order = bdive._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
     assert order
-    leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+    leaf = solve_matrix(bleaf._leaf_matrix(cm, node, ()), "highs", time_limit=60)
     assert leaf.status is TerminationStatus.OPTIMAL and leaf.objective is not None
     assert lp.value == pytest.approx(leaf.objective, rel=REL)
-    first = next(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    first = next(bdive._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
     alloc = build_allocation(inst, "bp", first)
     assert alloc.total_throughput == pytest.approx(leaf.objective, rel=REL)
     assert check_allocation(inst, alloc, fair_share=True) == []
-    held = solve_matrix(bp._leaf_matrix(cm, node, (), order), "highs", time_limit=60)
+    held = solve_matrix(bleaf._leaf_matrix(cm, node, (), order), "highs", time_limit=60)
     if held.x is None:  # every fixed server kept: the restriction may have no allocation
         return got is not None
     values = cm.values(held.x)
-    fixed = bp._held(data, order)
+    fixed = bleaf._held(data, order)
     assert len(fixed) == len(order)  # one server per fixed pattern
     for s, cols in fixed.items():
         for (name, idx), v in cols.items():
@@ -356,8 +362,8 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
     """``node_master``'s ``fixed`` bounds: a pattern held at >= 1 server is used, one held
     at 0 is not, and the master without them is at least as good (they only restrict)."""
     _, data, _, pricer, pool, node, lp = _dive_leaf(3)
-    _, order = bp._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
-    mm, cols, _ = bp.node_master(data, pool, node)
+    _, order = bdive._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
+    mm, cols, _ = bnode.node_master(data, pool, node)
     free = solve_matrix(mm, "highs")
     assert free.x is not None and free.objective is not None
     on = order[0]  # the dive's first step: a feasible master keeps it
@@ -366,7 +372,7 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
         for c, (n, idx) in enumerate(cols)
         if n == "z" and free.x[c] > 1e-6 and pool[idx[0]] != on
     )
-    mm, cols, _ = bp.node_master(data, pool, node, {off: (0, 0), on: (1, math.inf)})
+    mm, cols, _ = bnode.node_master(data, pool, node, {off: (0, 0), on: (1, math.inf)})
     res = solve_matrix(mm, "highs")
     assert res.x is not None and res.objective is not None
     z = {pool[idx[0]]: res.x[c] for c, (n, idx) in enumerate(cols) if n == "z"}
@@ -393,13 +399,13 @@ def test_dive_orders_round_up_in_their_own_order() -> None:
     """ "nearest" rounds up the pattern closest to its next whole count first; "whole
     first" every pattern without spread parts before any with them (then nearest)."""
     _, _, _, _, _, _, lp = _dive_leaf(3)
-    frac = {j: v for j, v in lp.z.items() if v - math.floor(v) > bp.INT_EPS}
+    frac = {j: v for j, v in lp.z.items() if v - math.floor(v) > bnode.INT_EPS}
     assert len(frac) >= 2  # the leaf's master is fractional: something to order
-    near = bp._dive_order(lp, "nearest")
+    near = bdive._dive_order(lp, "nearest")
     assert sorted(near) == sorted(frac)
     gaps = [math.ceil(frac[j]) - frac[j] for j in near]
     assert gaps == sorted(gaps)
-    whole = bp._dive_order(lp, "whole first")
+    whole = bdive._dive_order(lp, "whole first")
     assert sorted(whole) == sorted(frac)
     parts = [len(lp.patterns[j].parts) for j in whole]
     assert parts == sorted(parts)
@@ -411,30 +417,30 @@ def test_leaf_packing_tries_each_dive_until_one_is_integral(monkeypatch: Any) ->
     dive's servers."""
     inst, data, cm, pricer, pool, node, lp = _dive_leaf(3)
     tried: list[str] = []
-    real = bp._fix_servers
+    real = bdive._fix_servers
 
     def failing(*args: Any, how: str = "nearest", **kw: Any) -> Any:
         tried.append(how)
         _, order = real(*args, how=how, **kw)
         return None, order
 
-    monkeypatch.setattr(bp, "_fix_servers", failing)
-    found = list(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
-    assert tried == list(bp.PACK_DIVES) and len(set(tried)) >= 2
+    monkeypatch.setattr(bdive, "_fix_servers", failing)
+    found = list(bdive._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    assert tried == list(bdive.PACK_DIVES) and len(set(tried)) >= 2
     assert found  # the leaf MIP with the held servers still packs the leaf
     tried.clear()
-    monkeypatch.setattr(bp, "_fix_servers", real)
+    monkeypatch.setattr(bdive, "_fix_servers", real)
     calls: list[str] = []
 
     def counted(*args: Any, how: str = "nearest", **kw: Any) -> Any:
         calls.append(how)
         return real(*args, how=how, **kw)
 
-    monkeypatch.setattr(bp, "_fix_servers", counted)
-    first = next(bp._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
+    monkeypatch.setattr(bdive, "_fix_servers", counted)
+    first = next(bdive._pack_leaf(data, cm, pricer, pool, node, lp, math.inf, "highs"))
     alloc = build_allocation(inst, "bp", first)
     assert alloc.total_throughput == pytest.approx(lp.value, rel=REL)
-    assert calls == [bp.PACK_DIVES[0]]  # the first dive was integral: no second one
+    assert calls == [bdive.PACK_DIVES[0]]  # the first dive was integral: no second one
 
 
 @pytest.mark.parametrize(
@@ -616,21 +622,21 @@ def test_reduced_cost_fixing_keeps_every_leaf_optimum() -> None:
     pool: list[Any] = []
     checked = capped = reached = 0
     for node in _leaf_nodes(data):
-        lp = bp.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
-        leaf = solve_matrix(bp._leaf_matrix(cm, node, ()), "highs", time_limit=60)
+        lp = bnode.solve_node(data, pricer, pool, node, prune_at=None, deadline=math.inf)
+        leaf = solve_matrix(bleaf._leaf_matrix(cm, node, ()), "highs", time_limit=60)
         if leaf.status is TerminationStatus.INFEASIBLE:
             continue
         assert lp is not None and lp.prices is not None and leaf.objective is not None
-        fixing = bp._rc_caps(data, pricer, node, lp, target=leaf.objective - 1e-6)
+        fixing = bleaf._rc_caps(data, pricer, node, lp, target=leaf.objective - 1e-6)
         assert fixing is not None
         caps, top, floor = fixing.caps, fixing.bound, fixing.floor
         assert top >= leaf.objective - 1e-6 and floor <= leaf.objective
         assert fixing.floors  # every server is used here: the rows apply
-        fixed = bp._leaf_matrix(cm, node, (), caps=caps, floors=fixing.floors)
-        capped += int(np.sum(fixed.col_upper < bp._leaf_matrix(cm, node, ()).col_upper))
+        fixed = bleaf._leaf_matrix(cm, node, (), caps=caps, floors=fixing.floors)
+        capped += int(np.sum(fixed.col_upper < bleaf._leaf_matrix(cm, node, ()).col_upper))
         got = solve_matrix(fixed, "highs", time_limit=60)
         assert got.objective == pytest.approx(leaf.objective, abs=1e-5), node
-        found, bound = bp._reach(cm, pricer, node, lp, math.inf, "highs", None) or (None, None)
+        found, bound = bleaf._reach(cm, pricer, node, lp, math.inf, "highs", None) or (None, None)
         if found is not None:
             vec = counting_fast.start_from_placements(cm, found)
             assert vec is not None and float(cm.matrix.cost @ vec) <= leaf.objective + 1e-6
@@ -649,7 +655,7 @@ def test_plain_root_ip_is_an_allocation_and_keeps_the_optimum(seed: int) -> None
     inst = family_round("split-penalty", 32, seed)
     run, ref = _optimum(inst)
     data = counting.counting_data(inst, run)
-    found = bp._plain_root_ip(data, bp._Pricer(data), deadline=math.inf)
+    found = bdive._plain_root_ip(data, bnode._Pricer(data), deadline=math.inf)
     assert found is not None
     alloc = build_allocation(inst, "bp", found)
     assert check_allocation(inst, alloc, fair_share=True) == []
@@ -677,7 +683,7 @@ def test_a_leaf_is_packed_at_its_lp_points(monkeypatch: pytest.MonkeyPatch) -> N
     inst = family_round("split-penalty", 128, 2)
     runnable = select_runnable(inst)
     packed: list[dict[str, Any]] = []
-    real = bp._pack_points
+    real = bpts._pack_points
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         got = real(*args, **kwargs)
@@ -703,10 +709,10 @@ def test_no_leaf_points_where_the_lp_splits_a_class_over_points() -> None:
     data = counting._model_data(inst, select_runnable(inst))
     _, k, p = data["x_index"][0]
     pattern = Pattern(0, (((k, p), 1),), (), 1.0)
-    half = bp._NodeLP(1.0, 1.0, {}, {0: 0.5}, (pattern,), 0.0, True)
-    assert bp._leaf_points(data, half) is None
+    half = bnode._NodeLP(1.0, 1.0, {}, {0: 0.5}, (pattern,), 0.0, True)
+    assert bpts._leaf_points(data, half) is None
     whole = dataclasses.replace(half, z={0: 1.0})  # integral, but most jobs left out
-    assert bp._leaf_points(data, whole) is None
+    assert bpts._leaf_points(data, whole) is None
 
 
 def test_the_result_says_why_the_search_ended(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -729,7 +735,7 @@ def test_the_result_says_why_the_search_ended(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(bp, "_reach", lambda *a, **k: None)
     monkeypatch.setattr(bp, "_plain_root_ip", lambda *a, **k: None)
     points: list[bool] = []
-    real = bp._leaf_points
+    real = bpts._leaf_points
 
     def spy(*args: Any) -> Any:
         got = real(*args)
@@ -806,7 +812,7 @@ def test_the_root_dive_leaf_refuted_by_the_arc_flow_skips_its_packings(
     start = {ja.id: ja.placement for ja in tune.jobs}
     dive: list[tuple[object, object]] = []  # (the leaf's LP, the flow's verdict)
     flows: list[bool] = []
-    real_points, real_flow, real_pack = bp._points_refuted, bp.refute_by_flow, bp._pack_leaf
+    real_points, real_flow, real_pack = bp._points_refuted, bp.refute_by_flow, bdive._pack_leaf
 
     def points_spy(*args: Any, **kwargs: Any) -> Any:
         dive.append((args[3], real_points(*args, **kwargs)))

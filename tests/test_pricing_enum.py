@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from synergy_opt.formulations import branch_price as bp
+from synergy_opt.formulations import branch_node as bnode
 from synergy_opt.formulations import counting
 from synergy_opt.formulations.patterns import Prices, pricing_costs, server_shapes
 from synergy_opt.formulations.patterns_fast import (
@@ -146,11 +146,11 @@ def test_the_search_prices_by_enumeration_with_the_mips_bounds() -> None:
     """Branch-and-price's pricer uses the enumeration by default, and a node's column
     generation reaches the same bound with either method (the columns may differ)."""
     data = _data(32, 4)
-    fast, ref = bp._Pricer(data), bp._Pricer(data, "mip")
+    fast, ref = bnode._Pricer(data), bnode._Pricer(data, "mip")
     assert all(f is not _pricing_solve for f in fast.solvers)
     bounds = []
     for pricer in (fast, ref):
-        lp = bp.solve_node(data, pricer, [], bp.Node(), prune_at=None, deadline=float("inf"))
+        lp = bnode.solve_node(data, pricer, [], bnode.Node(), prune_at=None, deadline=float("inf"))
         assert lp is not None and lp.converged and lp.bound is not None
         bounds.append(lp.bound)
     assert bounds[0] == pytest.approx(bounds[1], rel=1e-6)

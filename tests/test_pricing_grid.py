@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from synergy_opt.formulations import branch_price as bp
+from synergy_opt.formulations import branch_node as bnode
 from synergy_opt.formulations import pricing_grid
 from synergy_opt.formulations.patterns import server_shapes
 from synergy_opt.formulations.patterns_fast import (
@@ -106,7 +106,7 @@ def test_column_generation_with_the_grid_reaches_the_mips_bound() -> None:
     calls = {True: 0, False: 0}
     bounds = {}
     for quick in (True, False):
-        pricer = bp._Pricer(data, "mip", heuristic=quick)
+        pricer = bnode._Pricer(data, "mip", heuristic=quick)
         assert all(q is not None for q in pricer.quick) == quick
         price = pricer.price
 
@@ -115,7 +115,7 @@ def test_column_generation_with_the_grid_reaches_the_mips_bound() -> None:
             return price(*args, **kw)
 
         pricer.price = counted  # type: ignore[method-assign]
-        lp = bp.solve_node(data, pricer, [], bp.Node(), prune_at=None, deadline=float("inf"))
+        lp = bnode.solve_node(data, pricer, [], bnode.Node(), prune_at=None, deadline=float("inf"))
         assert lp is not None and lp.converged and lp.bound is not None
         bounds[quick] = lp.bound
     assert bounds[True] == pytest.approx(bounds[False], rel=1e-6)
@@ -130,4 +130,4 @@ def test_too_many_multisets_leave_the_class_to_the_mip(monkeypatch: pytest.Monke
     assert GridPricer.build(data, s) is not None
     monkeypatch.setattr(pricing_grid, "MAX_OPTIONS", 10)
     assert GridPricer.build(data, s) is None
-    assert bp._Pricer(data).quick == [None]
+    assert bnode._Pricer(data).quick == [None]

@@ -6,7 +6,7 @@ Where a server class's whole-job contents are too many to list
 128-GPU seed 8: 184 calls, 6.7 s of a 12-s search).  Most calls only have to find *some*
 improving pattern; a proof that none exists is needed once per node's convergence.  This
 pricer finds good patterns in a few milliseconds, and column generation
-(:class:`~synergy_opt.formulations.branch_price._Pricer`) calls the exact MIP only where
+(:class:`~synergy_opt.formulations.branch_node._Pricer`) calls the exact MIP only where
 it finds none (``formulations/branch_price.md``, "Heuristic pricing").
 
 The whole jobs' GB are rounded to units of the server's GB / n (the smallest n up to
