@@ -23,6 +23,7 @@ from synergy_opt.formulations import branch_node as bnode
 from synergy_opt.formulations import branch_points as bpts
 from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.formulations.packing_flow import REFUTED, UNKNOWN, FlowVerdict
 from synergy_opt.formulations.patterns import Pattern
 from synergy_opt.formulations.patterns_fast import _seed_patterns
 from synergy_opt.generate import family_round
@@ -843,3 +844,40 @@ def test_the_root_dive_leaf_refuted_by_the_arc_flow_skips_its_packings(
     assert (
         check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
     )
+
+
+def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 64 GPUs seed 3 with every leaf's flow cut short (its share made
+    tiny, the verdict 'unknown'): the leaves go on to their MIP slices, and where those
+    stall the flow runs again with the time left and refutes them; the search proves the
+    optimum (35.6705, as the search with its flows and without them proves).  Without the
+    late flow the first stalled leaf ends the search, unproven."""
+    inst = family_round("split-penalty", 64, 3)
+    run = select_runnable(inst)
+    real = bp.refute_by_flow
+    calls: list[tuple[float, str]] = []
+
+    def cut_short(pdata: Any, seconds: float, **kwargs: Any) -> Any:
+        verdict = (
+            FlowVerdict(UNKNOWN, seconds, 0) if seconds < 1.0 else real(pdata, seconds, **kwargs)
+        )
+        calls.append((seconds, verdict.status))
+        return verdict
+
+    monkeypatch.setattr(bp, "refute_by_flow", cut_short)
+    monkeypatch.setattr(bp, "FLOW_SHARE", 1e-4)
+    monkeypatch.setattr(bp, "DIVE_FLOW", False)
+    monkeypatch.setattr(bp, "MAX_LEAF_SLICE_S", bp.LEAF_SLICE_S)
+    got = bp.branch_and_price(inst, run, time_limit=120)
+    assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
+    assert got.objective == pytest.approx(35.6705, abs=1e-6)
+    late = [status for seconds, status in calls if seconds >= 1.0]
+    assert any(status == UNKNOWN for seconds, status in calls if seconds < 1.0)
+    assert late and got.refuted == late.count(REFUTED) >= 1
+    calls.clear()
+    monkeypatch.setattr(bp, "FLOW_LATE", False)
+    cut = bp.branch_and_price(inst, run, time_limit=120)
+    assert cut is not None and not cut.proven and cut.stop == bp.STOP_LEAF_POINTS
+    assert all(seconds < 1.0 for seconds, _ in calls) and cut.refuted == 0

@@ -83,7 +83,7 @@ from synergy_opt.formulations.counting_fast import (
     start_from_placements,
 )
 from synergy_opt.formulations.packing_data import packing_data
-from synergy_opt.formulations.packing_flow import refute_by_flow
+from synergy_opt.formulations.packing_flow import UNKNOWN, refute_by_flow
 from synergy_opt.formulations.patterns import (
     PatternCut,
 )
@@ -135,6 +135,12 @@ PACK_POINTS: bool = True
 #: refuted in 5.6, 2.9, 0.27 and 5.8 s.
 FLOW_REFUTE: bool = True
 FLOW_SHARE: float = 0.25
+#: A leaf whose flow ran out of that share and whose MIP slices then stall (where the
+#: search would end) is asked the flow once more, with all the time left: the counting
+#: MIP that ``opt-exact`` runs after an unproven search rarely closes these rounds.  Split
+#: penalties 128 GPUs seed 3's third leaf (59.0975): no verdict in its 15-s share, refuted
+#: in 24 s.
+FLOW_LATE: bool = True
 #: The root's dive leaf, where its points do not pack (:func:`_pack_points`), is asked the
 #: arc flow too (at most ``DIVE_FLOW_NODES`` branch-and-bound nodes, ``DIVE_FLOW_COLS``
 #: columns and ``DIVE_FLOW_SHARE`` of the search's time: seed 7's dive leaf, 10 s, ran
@@ -278,9 +284,13 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     # leaves with free classes the arc flow has seen, and the incumbent it was given
     flowed_at: dict[Node, tuple[_LeafPoints, float]] = {}
 
-    def refute(node: Node, fixed: _LeafPoints) -> bool:
-        """Whether the arc flow proves that no allocation of ``node`` (which allows only
-        ``fixed``'s points, but for its free classes) beats the incumbent."""
+    # leaves whose flow ran out of its share (FLOW_LATE)
+    ran_out: dict[Node, _LeafPoints] = {}
+
+    def refute(node: Node, fixed: _LeafPoints, seconds: float | None = None) -> bool:
+        """Whether the arc flow proves, within ``seconds`` (default :data:`FLOW_SHARE` of
+        the search's time), that no allocation of ``node`` (which allows only ``fixed``'s
+        points, but for its free classes) beats the incumbent."""
         nonlocal refuted
         if not fixed.free and _points_key(fixed.points, fixed.spread) in unpacked:
             refuted += 1  # the root's dive leaf had these points (DIVE_FLOW)
@@ -288,7 +298,8 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
         pdata, choices, floor = fixed.refutation(inst, jobs, data, inc + tol())
         if choices:
             flowed_at[node] = (fixed, inc)
-        left = min(FLOW_SHARE * time_limit, deadline - time.perf_counter())
+        share = FLOW_SHARE * time_limit if seconds is None else seconds
+        left = min(share, deadline - time.perf_counter())
         verdict = refute_by_flow(
             pdata,
             left,
@@ -303,6 +314,8 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             len(choices),
         )
         refuted += verdict.refuted
+        if verdict.status == UNKNOWN:
+            ran_out[node] = fixed
         return verdict.refuted
 
     pricer = _Pricer(data)
@@ -410,6 +423,9 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             # since the arc flow last saw this leaf's free classes (a higher floor)
             again = flowed_at.get(node)
             if again is not None and inc > again[1] + tol() and refute(node, again[0]):
+                continue
+            late = ran_out.pop(node, None)
+            if FLOW_LATE and late is not None and refute(node, late, math.inf):
                 continue
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
