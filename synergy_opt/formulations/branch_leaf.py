@@ -19,16 +19,8 @@ from synergy_opt.formulations.counting_fast import (
     CountingMatrix,
     placements_from_values,
 )
-from synergy_opt.formulations.patterns import (
-    Pattern,
-    PatternCut,
-    full_gpu_floor,
-    server_shapes,
-)
-from synergy_opt.formulations.patterns_fast import (
-    _server_cuts,
-    strengthened_counting,
-)
+from synergy_opt.formulations.patterns import Pattern, PatternCut, full_gpu_floor, server_shapes
+from synergy_opt.formulations.patterns_fast import _server_cuts, strengthened_counting
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import PlacementPart
