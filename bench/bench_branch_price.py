@@ -1,0 +1,161 @@
+"""Branch-and-price with one of its steps on and off, side by side in one run.
+
+python bench/bench_branch_price.py [--family split-penalty] [--gpus 128] [--seeds 9]
+    [--time-limit 30] [--switch DIVE_FLOW] [--repeat 1] [--quick]
+
+Per round: ``branch_and_price`` alone, from TUNE's answer (as ``opt-exact`` starts it, without
+``opt``), runs with the switch on and off, the order alternating per repeat (the machine is
+shared: each pair is measured back to back).  Each run prints its wall time, whether it
+proved its answer, the answer, the bound, nodes and leaves refuted by the arc flow; the
+ratio on/off of the times, and a summary: time summed, rounds proven, and any round whose
+two proven answers differ (both are optima, so that would be a bug).  The switches are
+branch-and-price's own (``formulations/branch_price.md``): ``DIVE_FLOW`` (the root dive
+leaf's arc flow), ``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the
+leaves' arc flow at all), ``PACK_POINTS`` (a leaf packed at its LP's points).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_opt import table  # noqa: E402
+
+from synergy_opt.formulations import branch_price as bp  # noqa: E402
+from synergy_opt.formulations.branch_price import BranchResult  # noqa: E402
+from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
+from synergy_opt.mechanisms import make_mechanism  # noqa: E402
+from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
+
+#: Branch-and-price's steps that can be switched off (booleans of ``branch_price``).
+SWITCHES: tuple[str, ...] = ("DIVE_FLOW", "FLOW_LATE", "FLOW_REFUTE", "PACK_POINTS")
+#: Two proven answers agree within this (relative): the search's proof tolerance.
+SAME_TOL: float = 1e-4
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 3,9, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
+    return seeds
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"expected 0 < seconds <= 3600, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a count, got {text!r}") from None
+    if not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"expected 1 to 20 repeats, got {text!r}")
+    return value
+
+
+@contextmanager
+def _switched(name: str, on: bool) -> Iterator[None]:
+    """``branch_price.<name>`` set to ``on`` for the block, restored after it."""
+    before = getattr(bp, name)
+    setattr(bp, name, on)
+    try:
+        yield
+    finally:
+        setattr(bp, name, before)
+
+
+def _run(family: str, gpus: int, seed: int, limit: float) -> tuple[float, BranchResult]:
+    """One search from TUNE's answer: (wall seconds, result)."""
+    inst = family_round(family, gpus, seed)
+    runnable = select_runnable(inst)
+    tune = make_mechanism("tune").allocate(inst)
+    start = {ja.id: ja.placement for ja in tune.jobs}
+    t0 = time.perf_counter()
+    res = bp.branch_and_price(inst, runnable, time_limit=limit, warm_start=[start])
+    if res is None:
+        raise SystemExit(f"error: {family} {gpus} GPUs seed {seed}: no pattern model to search")
+    return time.perf_counter() - t0, res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one row per run, the ratio per round and the totals."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="split-penalty")
+    ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
+    ap.add_argument("--seeds", type=_seeds, default=[9])
+    ap.add_argument("--time-limit", type=_positive, default=30.0)
+    ap.add_argument("--switch", choices=SWITCHES, default="DIVE_FLOW")
+    ap.add_argument("--repeat", type=_count, default=1)
+    ap.add_argument("--quick", action="store_true", help="32 GPUs, seed 3, 20 s")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gpus, args.seeds, args.time_limit = 32, [3], 20.0
+    rows: list[list[object]] = []
+    spent = {True: 0.0, False: 0.0}
+    proven = {True: 0, False: 0}
+    differ: list[int] = []
+    for seed in args.seeds:
+        for rep in range(args.repeat):
+            got: dict[bool, tuple[float, BranchResult]] = {}
+            for on in (True, False) if rep % 2 == 0 else (False, True):
+                with _switched(args.switch, on):
+                    got[on] = _run(args.family, args.gpus, seed, args.time_limit)
+            for on in (True, False):
+                secs, res = got[on]
+                spent[on] += secs
+                proven[on] += res.proven
+                rows.append(
+                    [
+                        seed,
+                        rep,
+                        "on" if on else "off",
+                        f"{secs:.2f}",
+                        "yes" if res.proven else "no",
+                        f"{res.objective:.6g}" if res.objective is not None else "-",
+                        f"{res.bound:.6g}" if res.bound is not None else "-",
+                        res.nodes,
+                        res.refuted,
+                        f"{got[True][0] / max(got[False][0], 1e-9):.3f}" if on else "",
+                    ]
+                )
+            a, b = got[True][1], got[False][1]
+            if a.proven and b.proven and a.objective is not None and b.objective is not None:
+                if abs(a.objective - b.objective) > SAME_TOL * max(1.0, abs(b.objective)):
+                    differ.append(seed)
+    table(
+        f"branch_and_price from TUNE, {args.family} {args.gpus} GPUs, {args.time_limit:g} s, "
+        f"{args.switch} on and off",
+        [
+            *("seed", "rep", args.switch, "s", "proven"),
+            *("answer", "bound", "nodes", "refuted", "on/off"),
+        ],
+        rows,
+    )
+    runs = len(args.seeds) * args.repeat
+    print(
+        f"{runs} pairs: {spent[True]:.2f} s with {args.switch}, {spent[False]:.2f} s without "
+        f"(ratio {spent[True] / max(spent[False], 1e-9):.3f}); proven {proven[True]} with, "
+        f"{proven[False]} without; proven answers that differ: "
+        f"{', '.join(map(str, differ)) if differ else 'none'}"
+    )
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
