@@ -29,15 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_opt import table  # noqa: E402
 
 from synergy_opt.formulations.packing_cp import solve_packing  # noqa: E402
-from synergy_opt.formulations.packing_flow import refute_by_flow  # noqa: E402
 from synergy_opt.formulations.packing_lp import refute_packing  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.opt.packing_route import (  # noqa: E402
-    FLOW_COLS,
-    FLOW_NODES,
     _by_contents,
     bound_points,
+    route_flow,
     route_packing_data,
 )
 
@@ -110,9 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         flow, flow_s = "-", 0.0
         if cp.plan is None and not verdict.refuted and by_contents != "packed":
             # what the route asks last, before CP-SAT's whole budget (FLOW_NODES nodes)
-            got_flow = refute_by_flow(
-                data, math.inf, one_server=True, node_limit=FLOW_NODES, max_cols=FLOW_COLS
-            )
+            got_flow = route_flow(data, math.inf)
             flow, flow_s = got_flow.status, got_flow.seconds
             if got_flow.refuted:
                 flow_refuted += 1

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from synergy_opt.formulations.packing_data import PackingData, packing_data
-from synergy_opt.formulations.packing_flow import refute_by_flow
+from synergy_opt.formulations.packing_flow import FlowVerdict, refute_by_flow
 from synergy_opt.formulations.packing_lp import PatternListing, refute_packing
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.opt.context import (
@@ -244,17 +244,17 @@ def pack(
     return res
 
 
+def route_flow(data: PackingData, seconds: float) -> FlowVerdict:
+    """The packing's arc flow as this route asks it: the packing model's parts (pk5), at
+    most :data:`FLOW_NODES` nodes and :data:`FLOW_COLS` columns, within ``seconds``."""
+    return refute_by_flow(data, seconds, one_server=True, node_limit=FLOW_NODES, max_cols=FLOW_COLS)
+
+
 def _flow_refutes(ctx: RoundContext, bp: BoundPoints, data: PackingData, share: float) -> bool:
-    """Whether the packing's arc flow proves, within :data:`FLOW_NODES` nodes and ``share``
-    of what is left of the clock, that ``data`` has no packing."""
+    """Whether the packing's arc flow proves, within ``share`` of what is left of the
+    clock, that ``data`` has no packing (:func:`route_flow`)."""
     left = ctx.clock.left()
-    verdict = refute_by_flow(
-        data,
-        math.inf if left is None else left * share,
-        one_server=True,  # the packing model's parts (pk5)
-        node_limit=FLOW_NODES,
-        max_cols=FLOW_COLS,
-    )
+    verdict = route_flow(data, math.inf if left is None else left * share)
     log.info(
         "packing at the %s points: arc flow %s in %.3f s (%d columns)",
         bp.name,
