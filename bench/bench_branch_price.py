@@ -21,17 +21,20 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_opt import table  # noqa: E402
 
+from synergy_opt.argtypes import positive_float, positive_int  # noqa: E402
 from synergy_opt.formulations import branch_price as bp  # noqa: E402
 from synergy_opt.formulations.branch_price import BranchResult  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms import make_mechanism  # noqa: E402
 from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
+from synergy_opt.types import Job, PlacementPart, RoundInstance  # noqa: E402
 
 #: Branch-and-price's steps that can be switched off (booleans of ``branch_price``).
 SWITCHES: tuple[str, ...] = ("DIVE_FLOW", "FLOW_LATE", "FLOW_REFUTE", "PACK_POINTS")
@@ -49,26 +52,6 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"expected 0 < seconds <= 3600, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count, got {text!r}") from None
-    if not 1 <= value <= 20:
-        raise argparse.ArgumentTypeError(f"expected 1 to 20 repeats, got {text!r}")
-    return value
-
-
 @contextmanager
 def _switched(name: str, on: bool) -> Iterator[None]:
     """``branch_price.<name>`` set to ``on`` for the block, restored after it."""
@@ -80,16 +63,27 @@ def _switched(name: str, on: bool) -> Iterator[None]:
         setattr(bp, name, before)
 
 
-def _run(family: str, gpus: int, seed: int, limit: float) -> tuple[float, BranchResult]:
+@dataclass(frozen=True)
+class _Round:
+    """A round and TUNE's answer on it: what every search of the round starts from."""
+
+    inst: RoundInstance
+    runnable: list[Job]
+    start: dict[str, tuple[PlacementPart, ...]]
+
+    @classmethod
+    def build(cls, family: str, gpus: int, seed: int) -> _Round:
+        inst = family_round(family, gpus, seed)
+        tune = make_mechanism("tune").allocate(inst)
+        return cls(inst, select_runnable(inst), {ja.id: ja.placement for ja in tune.jobs})
+
+
+def _run(rnd: _Round, limit: float) -> tuple[float, BranchResult]:
     """One search from TUNE's answer: (wall seconds, result)."""
-    inst = family_round(family, gpus, seed)
-    runnable = select_runnable(inst)
-    tune = make_mechanism("tune").allocate(inst)
-    start = {ja.id: ja.placement for ja in tune.jobs}
     t0 = time.perf_counter()
-    res = bp.branch_and_price(inst, runnable, time_limit=limit, warm_start=[start])
+    res = bp.branch_and_price(rnd.inst, rnd.runnable, time_limit=limit, warm_start=[rnd.start])
     if res is None:
-        raise SystemExit(f"error: {family} {gpus} GPUs seed {seed}: no pattern model to search")
+        raise SystemExit(f"error: {rnd.inst.name}: no pattern model to search")
     return time.perf_counter() - t0, res
 
 
@@ -99,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family", choices=sorted(FAMILIES), default="split-penalty")
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
     ap.add_argument("--seeds", type=_seeds, default=[9])
-    ap.add_argument("--time-limit", type=_positive, default=30.0)
+    ap.add_argument("--time-limit", type=positive_float, default=30.0)
     ap.add_argument("--switch", choices=SWITCHES, default="DIVE_FLOW")
-    ap.add_argument("--repeat", type=_count, default=1)
+    ap.add_argument("--repeat", type=positive_int, default=1)
     ap.add_argument("--quick", action="store_true", help="32 GPUs, seed 3, 20 s")
     args = ap.parse_args(argv)
     if args.quick:
@@ -111,11 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     proven = {True: 0, False: 0}
     differ: list[int] = []
     for seed in args.seeds:
+        rnd = _Round.build(args.family, args.gpus, seed)
         for rep in range(args.repeat):
             got: dict[bool, tuple[float, BranchResult]] = {}
             for on in (True, False) if rep % 2 == 0 else (False, True):
                 with _switched(args.switch, on):
-                    got[on] = _run(args.family, args.gpus, seed, args.time_limit)
+                    got[on] = _run(rnd, args.time_limit)
             for on in (True, False):
                 secs, res = got[on]
                 spent[on] += secs

@@ -38,7 +38,7 @@ def test_proven_answers_that_differ_are_flagged(
     bench = bench_module("bench_branch_price")
     result = bench.BranchResult(1.0, 1.0, {}, 1, 0, True, 0.0)
 
-    def fake(family: str, gpus: int, seed: int, limit: float) -> tuple[float, object]:
+    def fake(rnd: object, limit: float) -> tuple[float, object]:
         worth = 1.0 if bench.bp.DIVE_FLOW else 1.5
         return 0.1, dataclasses.replace(result, objective=worth, bound=worth)
 
