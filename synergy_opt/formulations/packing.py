@@ -255,8 +255,9 @@ def build_packing_flow(fg: FlowGraph) -> pyo.ConcreteModel:
 
     @m.Constraint(range(len(fg.spread)))
     def pf4_spread_gpus(m: pyo.ConcreteModel, j: int) -> Any:
-        got = pyo.quicksum(a * m.end[k, e] for k, e, a in parts_of(j))
-        return got == fg.spread[j][0] if parts_of(j) else pyo.Constraint.Infeasible
+        parts = parts_of(j)
+        got = pyo.quicksum(a * m.end[k, e] for k, e, a in parts)
+        return got == fg.spread[j][0] if parts else pyo.Constraint.Infeasible
 
     @m.Constraint(range(len(fg.spread)))
     def pf5_spread_cpus(m: pyo.ConcreteModel, j: int) -> Any:
