@@ -1,4 +1,4 @@
-"""Bounded-number argparse types, below every command-line entry point.
+"""Bounded-number and text argparse types, below every command-line entry point.
 
 They live here rather than in :mod:`synergy_opt.commands` so that runnable library modules
 (``python -m synergy_opt.profiling.workload``) can use them without importing the command
@@ -39,3 +39,15 @@ positive_float = _bounded(float, "a number", 0, strict=True)
 nonneg_float = _bounded(float, "a number", 0, strict=False)
 positive_int = _bounded(int, "an integer", 1, strict=False)
 nonneg_int = _bounded(int, "an integer", 0, strict=False)
+
+
+def utf8_text(text: str) -> str:
+    """An argparse type for free text that goes into an output file (a name, a command):
+    bytes that are not UTF-8 reach Python as surrogates, which no JSON or CSV output can
+    hold; refused here, in one line, rather than as a traceback when the file is written."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise argparse.ArgumentTypeError(f"not UTF-8 text: {shown}") from None
+    return text

@@ -124,3 +124,30 @@ def test_demo_refuses_a_bad_exact_time_limit(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(["demo", "-o", str(tmp_path / "demo"), "--exact-time-limit", "0"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["generate", "--servers", "1", "--jobs", "2", "--name", "r\udcff"], "--name"),
+        (
+            ["profile", "--command", "echo throughput: 1 \udcff {cpus}", "--max-cpus", "2"],
+            "--command",
+        ),
+        (["profile", "--model", "res\udcff18"], "--model"),
+    ],
+)
+def test_text_options_that_are_not_utf8_exit_2_and_leave_the_output(
+    args: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A byte that is not UTF-8 in a name or command reaches Python as a surrogate, which no
+    output file can hold: it is refused as bad input before anything runs or is written
+    (it was a UnicodeEncodeError traceback, exit 1, from the atomic write)."""
+    out = tmp_path / "out.json"
+    out.write_text("kept")
+    with pytest.raises(SystemExit) as e:
+        raise SystemExit(main([*args, "-o", str(out)]))
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and option in err[0] and "not UTF-8 text" in err[0], err
+    assert out.read_text() == "kept"

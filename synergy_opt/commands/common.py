@@ -6,7 +6,13 @@ from typing import Any
 
 # The bounded-number argparse types live below the command layer (synergy_opt.argtypes) so
 # library entry points can use them; re-exported here for the commands.
-from synergy_opt.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
+from synergy_opt.argtypes import (
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    utf8_text,
+)
 from synergy_opt.io import dumps, write_json_atomic
 from synergy_opt.outputs import STDOUT, write_stdout
 
@@ -17,6 +23,7 @@ __all__ = [
     "nonneg_int",
     "positive_float",
     "positive_int",
+    "utf8_text",
 ]
 
 

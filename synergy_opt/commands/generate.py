@@ -11,6 +11,7 @@ from synergy_opt.commands.common import (
     nonneg_int,
     positive_float,
     positive_int,
+    utf8_text,
 )
 from synergy_opt.errors import ValidationError
 from synergy_opt.generate import (
@@ -105,7 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="GPUs of a --family round, a multiple of 32 (default 128)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--name", default=None, help="instance name")
+    p.add_argument("--name", type=utf8_text, default=None, help="instance name")
     p.add_argument(
         "--profiles",
         default=None,

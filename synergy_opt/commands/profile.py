@@ -24,6 +24,7 @@ from synergy_opt.commands.common import (
     nonneg_float,
     positive_float,
     positive_int,
+    utf8_text,
 )
 from synergy_opt.gpu_types import (
     REFERENCE_GPU_TYPE,
@@ -131,9 +132,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description=__doc__,
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", metavar="NAME", help="replay this model's profile as ground truth")
+    src.add_argument(
+        "--model",
+        type=utf8_text,
+        metavar="NAME",
+        help="replay this model's profile as ground truth",
+    )
     src.add_argument(
         "--command",
+        type=utf8_text,
         metavar='"CMD {cpus}"',
         help="profile this shell command; it must print 'throughput: <number>'",
     )
