@@ -11,6 +11,7 @@ import pytest
 
 from synergy_opt.check import check_allocation
 from synergy_opt.generate import family_round
+from synergy_opt.io import instance_from_dict
 from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt.context import RoundingError
@@ -78,3 +79,39 @@ def test_opt_within_one_percent_of_the_proven_optimum_on_split_penalty_64_1069()
     got = make_mechanism("opt").allocate(inst)
     assert got.total_throughput >= 0.99 * OPTIMUM_1069  # 25.60 (0.988) without the move
     assert check_allocation(inst, got, fair_share=True) == []
+
+
+def test_a_server_without_gpus_is_never_in_a_span() -> None:
+    """A cluster may have a server with no GPUs (docs/limits.md: server GPUs from 0) and one
+    with GPUs but no cores or memory.  The move once put the penalised job's first part on
+    the GPU-less server (the richest in spare cores), a part with 0 GPUs: the check
+    refused opt's answer and opt fell back to tune's 1.5 below proportional's 2.0."""
+    matrix = {
+        "cpus": [1, 3, 6],
+        "mem_gb": [10, 50],
+        "throughput": [[0.2, 0.3], [0.8, 1.0], [1.2, 1.5]],
+    }
+    doc = {
+        "format": "synergy-round/1",
+        "name": "zero-gpu-server",
+        "cluster": {
+            "servers": [
+                {"gpus": 0, "cpus": 10, "mem_gb": 10},
+                {"gpus": 2, "cpus": 0, "mem_gb": 0},
+                {"gpus": 2, "cpus": 8, "mem_gb": 100},
+            ]
+        },
+        "jobs": [
+            {"id": "a", "gpus": 1, "sensitivity": matrix},
+            {"id": "b", "gpus": 2, "sensitivity": matrix, "split_penalty": 0.7},
+            {"id": "c", "gpus": 1, "sensitivity": matrix},
+        ],
+    }
+    inst = instance_from_dict(doc)
+    ctx = Opt().context(inst)
+    assert ctx is not None and [j.id for j in spread_candidates(ctx)] == ["b"]
+    got = make_mechanism("opt").allocate(inst)
+    assert not got.notes, got.notes  # no fallback
+    assert all(p.gpus >= 1 for ja in got.jobs for p in ja.placement)
+    assert check_allocation(inst, got, fair_share=True) == []
+    assert got.total_throughput >= make_mechanism("proportional").allocate(inst).total_throughput

@@ -112,7 +112,8 @@ def _spread_plan(ctx: RoundContext, state: State, job: Job, k: int, rank: str) -
         "cpu": lambda s: spare_c[s],
         "mem": lambda s: spare_m[s],
     }[rank]
-    allowed = [s for s, srv in enumerate(servers) if job.may_use(srv)]
+    # a server without GPUs holds no part (each part has a GPU at least)
+    allowed = [s for s, srv in enumerate(servers) if srv.gpus and job.may_use(srv)]
     if len(allowed) < k:
         return None
     span = sorted(allowed, key=lambda s: (-score(s), s))[:k]
