@@ -11,6 +11,8 @@ import argparse
 from collections.abc import Callable
 from typing import TypeVar
 
+from synergy_opt.limits import is_number_text
+
 T = TypeVar("T", int, float)
 
 
@@ -21,6 +23,8 @@ def _bounded(
 
     def parse(text: str) -> T:
         try:
+            if not is_number_text(text.strip()):
+                raise ValueError(text)
             v = cast(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None

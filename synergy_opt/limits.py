@@ -13,6 +13,7 @@ keeps the two in step.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -73,6 +74,8 @@ class Limit:
         """The number written in ``text`` (a CSV field or an option), checked."""
         t = text.strip()
         try:
+            if not is_number_text(t):
+                raise ValueError(t)
             v: int | float = int(t) if self.integer and _looks_int(t) else float(t)
         except ValueError:
             raise ValidationError("", f"expected {self.describe()}, got {text!r}") from None
@@ -82,9 +85,20 @@ class Limit:
             raise ValidationError("", f"{e.problem.rsplit(', got ', 1)[0]}, got {text!r}") from None
 
 
+#: A number as written in a CSV field or an option: ASCII digits, an optional sign, point
+#: and exponent.  Python's ``float`` and ``int`` also take ``1_0`` (10), digits of other
+#: scripts and ``nan``/``inf``; a typo must not quietly become another number.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def is_number_text(t: str) -> bool:
+    """Whether ``t`` (already stripped) is a plain decimal number (see :data:`_NUMBER`)."""
+    return _NUMBER.fullmatch(t) is not None
+
+
 def _looks_int(t: str) -> bool:
-    body = t[1:] if t[:1] in "+-" else t
-    return body.isdigit()
+    return _INTEGER.fullmatch(t) is not None
 
 
 def _fmt(x: float) -> str:

@@ -31,6 +31,7 @@ from synergy_opt.limits import (
     SPLIT_PENALTY,
     Limit,
     horizon_rounds,
+    is_number_text,
 )
 from synergy_opt.profiles import ProfileLibrary
 from synergy_opt.types import Cluster
@@ -63,7 +64,7 @@ class TraceJob:
 
 def _num(text: str, col: str, where: str, limit: Limit) -> float:
     try:
-        v = float(text)
+        v = float(text) if is_number_text(text) else math.nan
     except ValueError:
         v = math.nan
     # Fast path for the common, valid field; anything else gets Limit.parse's exact words.

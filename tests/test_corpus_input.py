@@ -422,6 +422,28 @@ CASES: list[Case] = [
     ),
     # ---- kind 6: silent coercion -----------------------------------------------------
     Case(
+        "trace-gpus-with-an-underscore-is-not-ten",
+        6,
+        # Python's int() reads '1_0' as 10: a typo must not become ten GPUs
+        {"t.csv": trace_rows("j0,0,1_0,gnmt,60")},
+        ["simulate", "--trace", "{d}/t.csv", "-o", "{d}/out", "--quiet"],
+        (r"t\.csv: line 2: gpus: expected an integer in \[1, 65536\], got '1_0'",),
+    ),
+    Case(
+        "trace-arrival-in-other-script-digits",
+        6,
+        {"t.csv": trace_rows("j0,\u0663,1,gnmt,60")},
+        ["simulate", "--trace", "{d}/t.csv", "-o", "{d}/out", "--quiet"],
+        (r"t\.csv: line 2: arrival_s: expected a number .*, got '\u0663'",),
+    ),
+    Case(
+        "option-number-with-an-underscore",
+        6,
+        {},
+        ["generate", "--servers", "1_6"],
+        (r"argument --servers: expected an integer, got '1_6'",),
+    ),
+    Case(
         "simulate-profiles-fractional-cpu-point",
         6,
         {"p.json": js(put(profiles(), ["models", "sp", "cpu_points", 0], 1.5))},
