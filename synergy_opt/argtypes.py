@@ -35,6 +35,8 @@ def _bounded(
             raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
         return v
 
+    parse.minimum = minimum  # type: ignore[attr-defined]  # read by the CLI's --help ranges
+    parse.strict = strict  # type: ignore[attr-defined]
     return parse
 
 

@@ -62,7 +62,10 @@ def _say_limits(parser: argparse.ArgumentParser) -> None:
             for child in dict.fromkeys(action.choices.values()):
                 _say_limits(child)
         elif action.option_strings and action.dest in OPTION_LIMITS:
-            bound = option_help(action.dest)
+            kind = action.type
+            bound = option_help(
+                action.dest, getattr(kind, "minimum", None), getattr(kind, "strict", False)
+            )
             action.help = f"{action.help} [{bound}]" if action.help else bound
 
 

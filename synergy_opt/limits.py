@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from synergy_opt.errors import ValidationError
 
@@ -353,10 +353,15 @@ OPTION_NOTES: Mapping[str, str] = {
 }
 
 
-def option_help(name: str) -> str:
-    """The bound of option ``name`` as ``--help`` says it (range, combined limits, doc)."""
+def option_help(name: str, minimum: float | None = None, strict: bool = False) -> str:
+    """The bound of option ``name`` as ``--help`` says it (range, combined limits, doc);
+    ``minimum`` (``strict``: excluded) where the option itself refuses less than its limit
+    (``simulate --jobs`` needs a job, the ``jobs`` limit starts at 0)."""
+    limit = OPTION_LIMITS[name]
+    if minimum is not None and (minimum, strict) > (limit.low, limit.low_open):
+        limit = replace(limit, low=minimum, low_open=strict, or_zero=False)
     note = OPTION_NOTES.get(name)
-    return f"{OPTION_LIMITS[name].describe()}{' ' + note if note else ''}; docs/limits.md"
+    return f"{limit.describe()}{' ' + note if note else ''}; docs/limits.md"
 
 
 def check_options(values: Mapping[str, object]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from synergy_opt.cli import _say_limits, build_parser
-from synergy_opt.limits import OPTION_LIMITS
+from synergy_opt.limits import OPTION_LIMITS, option_help
 
 
 def parsers(
@@ -32,7 +32,10 @@ def describes(action: argparse.Action) -> bool:
     text = action.help or ""
     limit = OPTION_LIMITS.get(action.dest) if action.option_strings else None
     if limit is not None:
-        bound = f"{limit.describe()}; docs/limits.md"
+        kind = action.type
+        bound = option_help(
+            action.dest, getattr(kind, "minimum", None), getattr(kind, "strict", False)
+        )
         if text == bound:
             return False
         text = text.removesuffix(f" [{bound}]")
@@ -76,3 +79,32 @@ def test_detector_flags_an_option_without_help() -> None:
 def test_every_option_has_help(name: str) -> None:
     parser = dict(ALL)[name]
     assert missing_help(parser) == []
+
+
+def bounded_options() -> list[tuple[str, argparse.Action]]:
+    return [
+        (f"{name} {action.option_strings[-1]}", action)
+        for name, parser in ALL
+        for action in parser._actions
+        if action.option_strings and action.dest in OPTION_LIMITS
+    ]
+
+
+@pytest.mark.parametrize(("name", "action"), bounded_options(), ids=lambda v: str(v))
+def test_the_range_in_help_is_the_range_the_option_takes(
+    name: str, action: argparse.Action
+) -> None:
+    """``simulate --jobs`` once said ``[0, 1_000_000]`` and refused 0: an option whose own
+    type starts above its limit states the narrower range."""
+    kind = action.type
+    minimum, strict = getattr(kind, "minimum", None), getattr(kind, "strict", False)
+    bound = option_help(action.dest, minimum, strict)
+    assert action.help is not None and action.help.endswith(f"[{bound}]"), action.help
+    if callable(kind) and minimum is not None:
+        limit = OPTION_LIMITS[action.dest]
+        low = max(limit.low, minimum)
+        shown_closed = "[" + (str(int(low)) if limit.integer else f"{low:g}") in bound
+        if shown_closed:  # the low end the help states is accepted
+            kind(str(int(low)) if limit.integer else f"{low:g}")
+        with pytest.raises(argparse.ArgumentTypeError):
+            kind(str(int(min(low, minimum)) - 1))
