@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -434,6 +435,11 @@ def read_text(path: str | os.PathLike[str], expected: str) -> str:
     p = Path(path)
     try:
         with open(p, encoding="utf-8-sig", newline="") as f:
+            # a device never ends (/dev/zero, /dev/urandom) or waits on a user (/dev/tty);
+            # pipes stay readable (``solve <(...)``)
+            mode = os.fstat(f.fileno()).st_mode
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                raise InputError(f"{p}: is a device, expected {expected}")
             return f.read()
     except FileNotFoundError:
         raise InputError(f"{p}: no such file") from None

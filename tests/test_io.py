@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -330,3 +332,25 @@ def test_json_depth_counts_only_brackets_outside_strings(tmp_path: Path) -> None
         read_json(f)
     f.write_text("[" * 64 + "]" * 64)
     read_json(f)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
+def test_a_device_is_refused_not_read(device: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``solve /dev/zero`` read forever (zeros never end); a device is refused in one line,
+    while a pipe (``solve <(cat round.json)``) is still read."""
+    assert main(["solve", device, "--mechanism", "tune"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{device}: is a device, expected a JSON file"]
+
+
+def test_a_pipe_is_still_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "round.fifo"
+    os.mkfifo(fifo)
+    text = (INSTANCES / "tiny" / "fair-share-binds.json").read_text()
+    writer = threading.Thread(target=fifo.write_text, args=(text,))
+    writer.start()
+    try:
+        inst = load_instance(fifo)
+    finally:
+        writer.join()
+    assert inst.name == "tiny-fair-share-binds"
