@@ -301,3 +301,37 @@ def test_report_of_a_damaged_or_missing_folder(tmp_path: Path) -> None:
     (bad / "cell.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ReportError, match="damaged cell folder"):
         load_rows(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ("garbage", "sweep.json: not valid JSON"),
+        ("[1]", "sweep.json: expected an object"),
+        ('{"format": "synergy-sweep/9", "axes": []}', "sweep.json: format: expected"),
+        ('{"format": "synergy-sweep/1", "axes": "seed"}', "sweep.json: axes: expected a list"),
+    ],
+)
+def test_report_refuses_a_damaged_manifest_and_reads_a_folder_without_one(
+    tmp_path: Path, manifest: str, message: str
+) -> None:
+    """The report once read any sweep.json (garbage, a wrong format) as 'no axes' and wrote
+    its table; a damaged manifest is now one line naming it.  A folder without one (cells
+    only) still reports: the cells are the record, the axes only order the columns."""
+    from synergy_opt.sweep import ReportError
+    from synergy_opt.sweep.runner import MANIFEST
+
+    run_sweep(spec_from_dict(fake_spec(), "fake.toml"), tmp_path, fn=fake_cell, workers=1)
+    good = table(tmp_path)
+    path = tmp_path / MANIFEST
+    path.write_text(manifest, encoding="utf-8")
+    with pytest.raises(ReportError) as err:
+        table(tmp_path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    path.unlink()
+    assert len(table(tmp_path)[1]) == len(good[1])
+
+
+def test_a_spec_without_a_name_takes_its_file_stem() -> None:
+    spec = spec_from_dict({"axes": {"seed": [0]}}, "dir/my-sweep.toml")
+    assert spec.name == "my-sweep"

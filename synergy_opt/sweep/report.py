@@ -26,7 +26,7 @@ from typing import Any
 from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.io import read_json, write_text_atomic
 from synergy_opt.limits import SUMMARY_METRIC
-from synergy_opt.sweep.runner import MANIFEST, cells_dir
+from synergy_opt.sweep.runner import MANIFEST, MANIFEST_FORMAT, cells_dir
 from synergy_opt.sweep.spec import OPTIONS, Cell, make_cell
 
 #: Columns that depend on the machine and the moment, not on the simulation.
@@ -67,13 +67,26 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _axes(root: Path) -> list[str]:
-    """The spec's axis names from the manifest (none when it is missing or damaged)."""
-    try:
-        manifest = read_json(root / MANIFEST)
-    except InputError:
+    """The spec's axis names from the manifest: none where there is no manifest (the
+    cells are the record; the axes only order the columns), one ReportError naming the
+    file and field where there is one but it is not a ``synergy-sweep/1`` manifest."""
+    path = root / MANIFEST
+    if not path.exists():
         return []
-    axes = manifest.get("axes") if isinstance(manifest, dict) else None
-    return [a for a in axes if isinstance(a, str)] if isinstance(axes, list) else []
+    try:
+        manifest = read_json(path)
+    except InputError as e:
+        raise ReportError(str(e)) from None
+    if not isinstance(manifest, dict):
+        raise ReportError(f"{path}: expected an object (a {MANIFEST_FORMAT} manifest)")
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise ReportError(
+            f"{path}: format: expected {MANIFEST_FORMAT!r}, got {manifest.get('format')!r}"
+        )
+    axes = manifest.get("axes", [])
+    if not isinstance(axes, list) or not all(isinstance(a, str) for a in axes):
+        raise ReportError(f"{path}: axes: expected a list of option names")
+    return list(axes)
 
 
 #: Summary fields the report computes with; a cell without them is damaged.

@@ -47,6 +47,8 @@ CellFunction = Callable[[Cell], Mapping[str, str]]
 CELLS = "cells"
 TMP_PREFIX = ".tmp-"
 MANIFEST = "sweep.json"
+#: The manifest's ``format`` (docs/formats.md section 7).
+MANIFEST_FORMAT = "synergy-sweep/1"
 LOCK = ".sweep.lock"
 
 
@@ -333,7 +335,7 @@ def run_cells(
             log.info("removed %d unfinished cell folder(s) of an interrupted run", stale)
         write_json_atomic(
             root_p / MANIFEST,
-            {"format": "synergy-sweep/1", **(manifest or {}), "cells": [c.key for c in unique]},
+            {"format": MANIFEST_FORMAT, **(manifest or {}), "cells": [c.key for c in unique]},
         )
         done = finished_keys(root_p)
         todo = [c for c in unique if c.key not in done]
