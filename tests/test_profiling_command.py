@@ -168,6 +168,8 @@ def test_cli_model_replay_writes_pasteable_sensitivity(tmp_path: Path) -> None:
         (["--command", "echo {cpus}", "--dataset-gb", "10"], "--storage-mbps"),
         (["--command", "echo {cpus}", "--gpus", "2"], "--gpus"),
         (["--model", "m5", "--mem-gb", "1,x"], "--mem-gb"),
+        (["--model", "m5", "--mem-gb", "1_0,20"], "--mem-gb"),
+        (["--model", "m5", "--mem-gb", "10,,20"], "--mem-gb"),
         (["--model", "m5", "--max-points", "1"], "--max-points"),
         (["--model", "m5", "--command", "x {cpus}"], "not allowed"),
     ],

@@ -109,6 +109,7 @@ def test_compare_runs_every_pair_on_one_trace(tmp_path: Path) -> None:
         (["simulate", "--jobs", "5", "--window", "0:10"], "window"),
         (["simulate", "--trace", "no-such-folder/trace.csv"], "no such file"),
         (["compare", "--mechanisms", "tune,tune"], "--mechanisms"),
+        (["compare", "--policies", "fifo,,srtf"], "--policies: an empty name"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

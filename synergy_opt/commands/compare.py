@@ -47,9 +47,11 @@ COMPARE_FILE = "compare.json"
 
 
 def _names(text: str, option: str) -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
+    names = [t.strip() for t in text.split(",")]
+    if not any(names):
         raise UsageError(f"{option}: expected a comma-separated list, got {text!r}")
+    if not all(names):  # 'fifo,,srtf': a name lost to a typo, not silently dropped
+        raise UsageError(f"{option}: an empty name in {text!r}")
     if len(set(names)) != len(names):
         raise UsageError(f"{option}: names repeat in {text!r}")
     return names

@@ -33,7 +33,7 @@ from synergy_opt.gpu_types import (
     type_speed,
 )
 from synergy_opt.io import matrix_from_dict, matrix_to_dict
-from synergy_opt.limits import GRID_MEM_GB
+from synergy_opt.limits import GRID_MEM_GB, is_number_text
 from synergy_opt.outputs import Output, preflight
 from synergy_opt.profiles import load_profiles
 from synergy_opt.profiling import (
@@ -76,7 +76,10 @@ def _threshold(text: str) -> float:
 
 def _mem_list(text: str) -> tuple[float, ...]:
     try:
-        vals = tuple(float(x) for x in text.split(",") if x.strip())
+        words = [x.strip() for x in text.split(",")]
+        if not all(is_number_text(x) for x in words):
+            raise ValueError(text)
+        vals = tuple(float(x) for x in words)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated numbers, got {text!r}"
