@@ -18,6 +18,7 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -467,7 +468,7 @@ def decode_json(text: str, source: object) -> Any:
     """:func:`read_json` for text already read (``source`` names it in messages)."""
     check_json_depth(text, source)
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_mark_constant)
     except json.JSONDecodeError as e:
         raise InputError(
             f"{source}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}"
@@ -476,6 +477,10 @@ def decode_json(text: str, source: object) -> Any:
         raise InputError(f"{source}: not valid JSON: nested too deeply") from None
     except ValueError as e:
         raise InputError(f"{source}: not valid JSON: {e}") from None
+    if "NaN" in text or "Infinity" in text:
+        found = _first_constant(data)
+        if found is not None:
+            raise InputError(f"{source}: {found[0]}: {found[1]} is not a JSON number")
     if _SURROGATE_ESCAPE.search(text):
         try:
             check_tree_text(data)
@@ -534,9 +539,30 @@ def check_tree_text(data: Any, path: str = "") -> None:
             stack.extend((_R.join(where, i), x) for i, x in enumerate(v))
 
 
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON; Python would accept them silently.
-    raise ValueError(f"{name} is not a JSON number")
+@dataclass(frozen=True, slots=True)
+class _Constant:
+    """``NaN``/``Infinity``/``-Infinity`` where the text had one: not JSON, which Python
+    would decode silently; kept as a marker so the error can name the field."""
+
+    name: str
+
+
+def _mark_constant(name: str) -> _Constant:
+    return _Constant(name)
+
+
+def _first_constant(data: Any) -> tuple[str, str] | None:
+    """(path, name) of the first :class:`_Constant` in document order (iterative)."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, _Constant):
+            return where or "value", v.name
+        if isinstance(v, dict):
+            stack.extend(reversed([(_R.join(where, k), x) for k, x in v.items()]))
+        elif isinstance(v, list):
+            stack.extend(reversed([(_R.join(where, i), x) for i, x in enumerate(v)]))
+    return None
 
 
 def _load(path: str | os.PathLike[str], parse: Callable[[Any], T]) -> T:

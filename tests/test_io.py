@@ -27,6 +27,7 @@ from synergy_opt.io import (
     instance_from_dict,
     instance_to_dict,
     load_instance,
+    read_json,
     write_json_atomic,
 )
 from synergy_opt.mechanisms import make_mechanism
@@ -354,3 +355,29 @@ def test_a_pipe_is_still_read(tmp_path: Path) -> None:
     finally:
         writer.join()
     assert inst.name == "tiny-fair-share-binds"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('{"a": [1, {"b": NaN}], "c": Infinity}', "a[1].b: NaN is not a JSON number"),
+        ('{"a": "NaN", "c": -Infinity}', "c: -Infinity is not a JSON number"),
+        ("[1, Infinity]", "[1]: Infinity is not a JSON number"),
+    ],
+)
+def test_a_nan_or_infinity_token_is_refused_naming_its_field(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    """Python decodes NaN and Infinity (not JSON) silently; they are refused with the field
+    they sit in (was: 'not valid JSON: NaN is not a JSON number', no field)."""
+    p = tmp_path / "x.json"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        read_json(p)
+    assert str(err.value) == f"{p}: {line}"
+
+
+def test_nan_inside_a_string_is_just_text(tmp_path: Path) -> None:
+    p = tmp_path / "x.json"
+    p.write_text('{"name": "NaN Infinity"}', encoding="utf-8")
+    assert read_json(p) == {"name": "NaN Infinity"}
