@@ -9,7 +9,8 @@ shared: each pair is measured back to back).  Each run prints its wall time, whe
 proved its answer, the answer, the bound, nodes and leaves refuted by the arc flow; the
 ratio on/off of the times, and a summary: time summed, rounds proven, and any round whose
 two proven answers differ (both are optima, so that would be a bug).  The switches are
-branch-and-price's own (``formulations/branch_price.md``): ``DIVE_FLOW`` (the root dive
+branch-and-price's own (``formulations/branch_price.md``): ``DEFER_DIVE`` (the root dive
+leaf's reach MIP and packings after a short search), ``DIVE_FLOW`` (the root dive
 leaf's arc flow), ``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the
 leaves' arc flow at all), ``PACK_POINTS`` (a leaf packed at its LP's points).
 """
@@ -37,7 +38,7 @@ from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
 from synergy_opt.types import Job, PlacementPart, RoundInstance  # noqa: E402
 
 #: Branch-and-price's steps that can be switched off (booleans of ``branch_price``).
-SWITCHES: tuple[str, ...] = ("DIVE_FLOW", "FLOW_LATE", "FLOW_REFUTE", "PACK_POINTS")
+SWITCHES: tuple[str, ...] = ("DEFER_DIVE", "DIVE_FLOW", "FLOW_LATE", "FLOW_REFUTE", "PACK_POINTS")
 #: Two proven answers agree within this (relative): the search's proof tolerance.
 SAME_TOL: float = 1e-4
 

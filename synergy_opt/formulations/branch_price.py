@@ -150,6 +150,10 @@ FLOW_LATE: bool = True
 #: 128 GPUs seed 9 (branch-and-price alone, 30 s from TUNE): they took 4.1 and 4.3 s
 #: of the 15 s to the proof and found 53.939, below the optimum 54.3377 a leaf packs later;
 #: without them the proof takes 6.1 s.
+DEFER_DIVE: bool = True
+DEFER_NODES: int = 200
+DEFER_SHARE: float = 0.1
+
 DIVE_FLOW: bool = True
 DIVE_FLOW_NODES: int = 100
 DIVE_FLOW_COLS: int = 20_000
@@ -324,7 +328,32 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     heap: list[tuple[float, int, Node, float]] = [(-math.inf, 0, Node(), 0.0)]
     cuts_of: dict[Node, tuple[PatternCut, ...]] = {}
     lp_of: dict[Node, _NodeLP] = {}
+    # the root dive's leaf, whose reach MIP and packings wait for the search (DEFER_DIVE)
+    waiting: tuple[Node, _NodeLP, int, float] | None = None
+
+    def dive_packings(leaf: Node, leaf_lp: _NodeLP) -> None:
+        """The root dive leaf's allocations: its reach MIP, then its packings."""
+        if leaf_lp.value > inc + tol():
+            # first the leaf MIP over the servers an allocation worth the leaf's
+            # bound can have (_reach); it may take more than the dive's share
+            reach = _reach(cm, pricer, leaf, leaf_lp, deadline, solver, threads)
+            if reach is not None and reach[0] is not None:
+                offer(reach[0], "dive reach")
+        if leaf_lp.value > inc + tol():
+            stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
+            for found_p in _pack_leaf(data, cm, pricer, pool, leaf, leaf_lp, stop, solver):
+                offer(found_p, "dive")
+                if leaf_lp.value <= inc + tol():
+                    break
+
     while heap and time.perf_counter() < deadline and not (halt is not None and halt()):
+        if waiting is not None and (
+            nodes - waiting[2] >= DEFER_NODES
+            or time.perf_counter() - waiting[3] >= DEFER_SHARE * time_limit
+        ):
+            dive_packings(waiting[0], waiting[1])
+            waiting = None
+            continue
         key, tie, node, slice_s = heapq.heappop(heap)
         bound = -key
         if bound <= inc + tol():
@@ -392,17 +421,10 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     ended = STOP_DIVE
                     break
                 if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
-                    # first the leaf MIP over the servers an allocation worth the leaf's
-                    # bound can have (_reach); it may take more than the dive's share
-                    reach = _reach(cm, pricer, leaf, leaf_lp, deadline, solver, threads)
-                    if reach is not None and reach[0] is not None:
-                        offer(reach[0], "dive reach")
-                if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
-                    stop = min(deadline, time.perf_counter() + ROOT_DIVE_SHARE * time_limit)
-                    for found_p in _pack_leaf(data, cm, pricer, pool, leaf, leaf_lp, stop, solver):
-                        offer(found_p, "dive")
-                        if leaf_lp.value <= inc + tol():
-                            break
+                    if DEFER_DIVE:
+                        waiting = (leaf, leaf_lp, nodes, time.perf_counter())
+                    else:
+                        dive_packings(leaf, leaf_lp)
                 if bound <= inc + tol():
                     continue
             kids = _children(data, node, lp)
@@ -457,6 +479,11 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
             values = None if ip is None else _master_values(data, ip)
             if values is not None:
                 offer(placements_from_values(data, values), "leaf IP")
+                if bound <= inc + tol():
+                    continue
+            if waiting is not None:  # the leaf's dive and MIP are next: the root dive's first
+                dive_packings(waiting[0], waiting[1])
+                waiting = None
                 if bound <= inc + tol():
                     continue
             stop = min(deadline, time.perf_counter() + LEAF_DIVE_SHARE * time_limit)
