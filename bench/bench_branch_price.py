@@ -38,7 +38,14 @@ from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
 from synergy_opt.types import Job, PlacementPart, RoundInstance  # noqa: E402
 
 #: Branch-and-price's steps that can be switched off (booleans of ``branch_price``).
-SWITCHES: tuple[str, ...] = ("DEFER_DIVE", "DIVE_FLOW", "FLOW_LATE", "FLOW_REFUTE", "PACK_POINTS")
+SWITCHES: tuple[str, ...] = (
+    "DEFER_DIVE",
+    "DEFER_PLAIN",
+    "DIVE_FLOW",
+    "FLOW_LATE",
+    "FLOW_REFUTE",
+    "PACK_POINTS",
+)
 #: Two proven answers agree within this (relative): the search's proof tolerance.
 SAME_TOL: float = 1e-4
 

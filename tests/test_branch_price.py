@@ -914,3 +914,33 @@ def test_the_root_dive_packings_wait_for_a_short_search(monkeypatch: pytest.Monk
     assert reached == [1]
     assert got is not None and got.proven
     assert got.objective == pytest.approx(63.5671, abs=1e-6)
+
+
+def test_the_plain_root_master_waits_for_a_short_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split penalties 128 GPUs seed 302 from TUNE: the plain root integer master took 3.1 s
+    to find 51.8982, below the dive's points (52.1482, 0.7 s later) and the optimum the
+    search's 47 nodes reach (52.2082).  Deferred with the dive's packings (DEFER_PLAIN) it
+    never runs and the search proves the optimum; with the switch off it runs first."""
+    inst = family_round("split-penalty", 128, 302)
+    run = select_runnable(inst)
+    tune = make_mechanism("tune").allocate(inst)
+    start = {ja.id: ja.placement for ja in tune.jobs}
+    calls: list[int] = []
+    real_plain = bp._plain_root_ip
+
+    def plain_spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real_plain(*args, **kwargs)
+
+    monkeypatch.setattr(bp, "_plain_root_ip", plain_spy)
+    got = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
+    assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
+    assert got.objective == pytest.approx(52.2082, abs=1e-6) and calls == []
+    assert (
+        check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
+    )
+    monkeypatch.setattr(bp, "DEFER_PLAIN", False)
+    got = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
+    assert calls == [1]
+    assert got is not None and got.proven
+    assert got.objective == pytest.approx(52.2082, abs=1e-6)

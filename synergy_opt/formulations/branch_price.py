@@ -153,6 +153,7 @@ FLOW_LATE: bool = True
 DEFER_DIVE: bool = True
 DEFER_NODES: int = 200
 DEFER_SHARE: float = 0.1
+DEFER_PLAIN: bool = True
 
 DIVE_FLOW: bool = True
 DIVE_FLOW_NODES: int = 100
@@ -324,15 +325,24 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
 
     pricer = _Pricer(data)
     pool = _seed_patterns(data, cm, vectors)
+    root_bound = math.inf
     # (-bound, tie, node, leaf time slice; 0 while the node's master is not solved)
     heap: list[tuple[float, int, Node, float]] = [(-math.inf, 0, Node(), 0.0)]
     cuts_of: dict[Node, tuple[PatternCut, ...]] = {}
     lp_of: dict[Node, _NodeLP] = {}
     # the root dive's leaf, whose reach MIP and packings wait for the search (DEFER_DIVE)
-    waiting: tuple[Node, _NodeLP, int, float] | None = None
+    waiting: tuple[Node | None, _NodeLP | None, bool, int, float] | None = None
 
-    def dive_packings(leaf: Node, leaf_lp: _NodeLP) -> None:
-        """The root dive leaf's allocations: its reach MIP, then its packings."""
+    def dive_packings(leaf: Node | None, leaf_lp: _NodeLP | None, plain: bool) -> None:
+        """The root's slow allocations: the plain integer master, then the dive leaf's
+        reach MIP and packings."""
+        if plain and root_bound > inc + tol():
+            stop = min(deadline, time.perf_counter() + PLAIN_ROOT_SHARE * time_limit)
+            found_p = _plain_root_ip(data, pricer, stop)
+            if found_p is not None:
+                offer(found_p, "plain restricted IP")
+        if leaf is None or leaf_lp is None:
+            return
         if leaf_lp.value > inc + tol():
             # first the leaf MIP over the servers an allocation worth the leaf's
             # bound can have (_reach); it may take more than the dive's share
@@ -348,10 +358,10 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
 
     while heap and time.perf_counter() < deadline and not (halt is not None and halt()):
         if waiting is not None and (
-            nodes - waiting[2] >= DEFER_NODES
-            or time.perf_counter() - waiting[3] >= DEFER_SHARE * time_limit
+            nodes - waiting[3] >= DEFER_NODES
+            or time.perf_counter() - waiting[4] >= DEFER_SHARE * time_limit
         ):
-            dive_packings(waiting[0], waiting[1])
+            dive_packings(*waiting[:3])
             waiting = None
             continue
         key, tie, node, slice_s = heapq.heappop(heap)
@@ -390,11 +400,14 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 values = None if ip is None else _master_values(data, ip)
                 if values is not None:
                     offer(placements_from_values(data, values), "restricted IP")
-                if plain_root and not dive_only and vectors and bound > inc + tol():
+                root_bound = bound
+                plain = bool(plain_root and not dive_only and vectors)
+                if plain and not (DEFER_DIVE and DEFER_PLAIN) and bound > inc + tol():
                     stop = min(deadline, time.perf_counter() + PLAIN_ROOT_SHARE * time_limit)
                     found_p = _plain_root_ip(data, pricer, stop)
                     if found_p is not None:
                         offer(found_p, "plain restricted IP")
+                    plain = False
                 if bound <= inc + tol():
                     continue
                 # a dive down to one leaf and its packing: an early incumbent to prune with
@@ -420,11 +433,14 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                     heapq.heappush(heap, (-bound, tie, node, 0.0))  # open: its bound stands
                     ended = STOP_DIVE
                     break
-                if leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol():
-                    if DEFER_DIVE:
-                        waiting = (leaf, leaf_lp, nodes, time.perf_counter())
-                    else:
-                        dive_packings(leaf, leaf_lp)
+                open_leaf = (
+                    leaf_lp is not None and leaf_lp.converged and leaf_lp.value > inc + tol()
+                )
+                later = (leaf if open_leaf else None, leaf_lp if open_leaf else None, plain)
+                if DEFER_DIVE and (plain or open_leaf):
+                    waiting = (*later, nodes, time.perf_counter())
+                else:
+                    dive_packings(*later)
                 if bound <= inc + tol():
                     continue
             kids = _children(data, node, lp)
@@ -482,7 +498,7 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
                 if bound <= inc + tol():
                     continue
             if waiting is not None:  # the leaf's dive and MIP are next: the root dive's first
-                dive_packings(waiting[0], waiting[1])
+                dive_packings(*waiting[:3])
                 waiting = None
                 if bound <= inc + tol():
                     continue
