@@ -295,8 +295,17 @@ TYPED_ONLY_COUNTING_ROWS = (
     "cnt_variant_mem",
 )
 #: Built only where a spread job's floor depends on its split (mixed shapes, per-server
-#: shares): tests/test_counting_splits.py checks them non-empty there.
-SPLIT_ONLY_COUNTING_COMPONENTS = ("v", "cnt_split_one", "cnt_split_gpus", "cnt_split_floor")
+#: shares; the last three only where a server has fractional cores per GPU):
+#: tests/test_counting_splits.py checks them non-empty there.
+SPLIT_ONLY_COUNTING_COMPONENTS = (
+    "v",
+    "cnt_split_one",
+    "cnt_split_gpus",
+    "cnt_split_floor",
+    "fc",
+    "cnt_share_cores",
+    "cnt_split_cores",
+)
 
 
 def test_counting_md_names_every_component_of_a_spreading_round() -> None:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from synergy_opt.check import fair_share_floor, forced_split_factor
@@ -190,27 +191,29 @@ def _slot_menu(
 SplitFloor = tuple[tuple[int, ...], float]  # (GPUs per share class, required throughput)
 
 
-def _share_classes(
-    servers: Sequence[Server], ss: Sequence[int]
-) -> tuple[tuple[int, ...], ...] | None:
+def _share_classes(servers: Sequence[Server], ss: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     """Servers of ``ss`` grouped by their GPU-proportional share per GPU (cores, GB).
 
     Under the ``"server"`` rule q GPUs on s bring floor(q C_s / G_s) cores and q M_s / G_s
-    GB to a job's share; with whole cores per GPU that is linear in q, so a spread job's
-    share is fixed by how many of its GPUs sit in each class, whatever the servers.  None
-    when some server has a fractional number of cores per GPU: there the share depends on
-    the parts themselves (each rounded down), and the model keeps the relaxation /
-    restriction pair of :func:`_spread_floor`.
+    GB to a job's share.  With whole cores per GPU that is linear in q, so a spread job's
+    share is fixed by how many of its GPUs sit in each class, whatever the servers; where
+    C_s / G_s is fractional each part is rounded down on its own, and the share depends
+    on the parts too (:func:`_split_floors` then carries the rounded-down cores).  Classes
+    are keyed by the exact ratio, so 10 cores on 4 GPUs and 20 on 8 are one class.
     """
-    by: dict[tuple[int, float], list[int]] = {}
+    by: dict[tuple[Fraction, float], list[int]] = {}
     for s in ss:
         srv = servers[s]
         if srv.gpus < 1:
             continue
-        if srv.cpus % srv.gpus:
-            return None
-        by.setdefault((srv.cpus // srv.gpus, srv.mem_gb / srv.gpus), []).append(s)
+        by.setdefault((Fraction(srv.cpus, srv.gpus), srv.mem_gb / srv.gpus), []).append(s)
     return tuple(tuple(v) for v in by.values())
+
+
+def fractional_share(server: Server) -> bool:
+    """Whether ``server`` has a fractional number of cores per GPU: a part's share of
+    cores, floor(q C / G), is then not linear in its GPUs q."""
+    return server.gpus > 0 and server.cpus % server.gpus != 0
 
 
 #: Most splits a spread slot gets rows for (a split variable each): three share classes
@@ -232,25 +235,34 @@ def _compositions(total: int, caps: Sequence[int]) -> Iterator[tuple[int, ...]]:
             yield (q, *tail)
 
 
+SplitCores = tuple[int, ...]  # the share's rounded-down cores, one per split
+
+
 def _split_floors(
     inst: RoundInstance, job: Job, ss: Sequence[int]
-) -> tuple[tuple[tuple[int, ...], ...], tuple[SplitFloor, ...]] | None:
-    """The share classes of ``ss`` and every realisable split sigma of ``job``'s GPUs over
-    them with its exact floor R(sigma): the checker's own
-    :func:`~synergy_opt.check.fair_share_floor` (forced-spread penalty included) of a
-    placement with sigma_c GPUs in class c.
+) -> tuple[tuple[tuple[int, ...], ...], tuple[SplitFloor, ...], SplitCores | None] | None:
+    """The share classes of ``ss``, every realisable split of ``job``'s GPUs over them with
+    its exact floor R: the checker's own :func:`~synergy_opt.check.fair_share_floor`
+    (forced-spread penalty included) of a placement with that split, and the split's
+    share of cores where some class has fractional cores per GPU (else None).
 
     A split is realisable by a spread job when each class holds its GPUs in parts of at
-    most min(G_s, g - 1) and the parts can span two servers.  None where shares are not
-    linear in the GPUs per class (:func:`_share_classes`) or where there are more than
+    most min(G_s, g - 1) and the parts span two servers.  With whole cores per GPU a split
+    is sigma, the GPUs per class.  With a fractional class the share's cores also depend on
+    the parts (each floor(q C_s / G_s)), so a split is (sigma, F), F the share's cores summed
+    part by part (:func:`_fractional_splits`).  None where there are more than
     :data:`MAX_SPLITS` splits.
     """
     servers = inst.cluster.servers
     classes = _share_classes(servers, ss)
-    if classes is None:
-        return None
     g = job.gpus
     room = [[min(servers[s].gpus, g - 1) for s in c] for c in classes]
+    if any(fractional_share(servers[c[0]]) for c in classes):
+        found = _fractional_splits(servers, classes, room, g)
+        if found is None:
+            return None
+        splits = tuple((sigma, fair_share_floor(inst, job, parts)[1]) for sigma, _, parts in found)
+        return classes, splits, tuple(f for _, f, _ in found)
     sigmas = []
     for sigma in _compositions(g, [sum(r) for r in room]):
         if sum(min(q, len(c)) for q, c in zip(sigma, classes, strict=True)) >= 2:
@@ -267,7 +279,55 @@ def _split_floors(
                     parts.append(PlacementPart(servers[s].name, take, 0, 0.0))
                 q -= take
         out.append((sigma, fair_share_floor(inst, job, parts)[1]))
-    return classes, tuple(out)
+    return classes, tuple(out), None
+
+
+def _fractional_splits(
+    servers: Sequence[Server],
+    classes: Sequence[Sequence[int]],
+    room: Sequence[Sequence[int]],
+    g: int,
+) -> list[tuple[tuple[int, ...], int, list[PlacementPart]]] | None:
+    """Every realisable (sigma, F) of a ``g``-GPU spread job over ``classes``, each with a
+    placement that has it (GPUs only; the checker reads the floor from it).
+
+    A dynamic programme over the servers, class by class: a state is (GPUs per class so
+    far, rounded-down cores so far, parts so far capped at 2).  A part holds 1 to its room
+    GPUs (at most g - 1, so a used slot spans two servers); of a run of identical servers
+    at most g can hold parts, so longer runs are cut to g.  None where more than
+    :data:`MAX_SPLITS` splits (or fifty times as many partial states) exist.
+    """
+    State = tuple[tuple[int, ...], int, int]
+    states: dict[State, tuple[tuple[int, int], ...]] = {((), 0, 0): ()}
+    for cls, caps in zip(classes, room, strict=True):
+        grown: dict[State, tuple[tuple[int, int], ...]] = {
+            ((*sig, 0), f, p): w for (sig, f, p), w in states.items()
+        }
+        seen: dict[tuple[int, int, int], int] = {}
+        for s, cap in zip(cls, caps, strict=True):
+            srv = servers[s]
+            shape = (srv.gpus, srv.cpus, cap)
+            seen[shape] = seen.get(shape, 0) + 1
+            if seen[shape] > g:
+                continue  # more servers of this shape than the job has GPUs: none needed
+            nxt = dict(grown)
+            for (sig, f, p), w in grown.items():
+                used = sum(sig)
+                for a in range(1, min(cap, g - used) + 1):
+                    key = ((*sig[:-1], sig[-1] + a), f + (a * srv.cpus) // srv.gpus, min(p + 1, 2))
+                    if key not in nxt:
+                        nxt[key] = (*w, (s, a))
+            grown = nxt
+            if len(grown) > 50 * MAX_SPLITS:
+                return None
+        states = grown
+    out: dict[tuple[tuple[int, ...], int], list[PlacementPart]] = {}
+    for (sig, f, p), w in sorted(states.items()):
+        if sum(sig) == g and p >= 2 and (sig, f) not in out:
+            out[sig, f] = [PlacementPart(servers[s].name, a, 0, 0.0) for s, a in w]
+            if len(out) > MAX_SPLITS:
+                return None
+    return [(sig, f, parts) for (sig, f), parts in out.items()]
 
 
 def _class_key(job: Job) -> tuple[object, ...]:
@@ -302,9 +362,11 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     (:func:`_spread_floor`): ``spread_floor="high"`` keeps every slot point above the
     highest floor it may face (a restriction: every solution keeps every floor),
     ``"low"`` above the lowest (a relaxation: its optimum bounds every allocation).
-    With ``exact_splits`` (the default) a class whose servers have whole cores per GPU
-    instead gets its splits over share classes (:func:`_split_floors`): ``share_classes``
-    and ``slot_splits`` per slot, the rows ``cnt_split_*``, and the model is both at once.
+    With ``exact_splits`` (the default) a class instead gets its splits over share classes
+    (:func:`_split_floors`): ``share_classes`` and ``slot_splits`` per slot, the rows
+    ``cnt_split_*``, and the model is both at once; where a server has fractional cores per
+    GPU, ``slot_split_cores`` gives each split's rounded-down cores, tied to the parts by
+    ``fc`` and the rows ``cnt_share_cores`` and ``cnt_split_cores``.
     ``feasible`` and ``bound_valid`` say which of the two the data is, ``floor_gap`` that
     they differ; ``exact`` that no floor depends on the split at all.
     """
@@ -328,6 +390,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     point_servers: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
     share_classes: dict[tuple[int, int], tuple[tuple[int, ...], ...]] = {}
     slot_splits: dict[tuple[int, int], tuple[SplitFloor, ...]] = {}
+    slot_split_cores: dict[tuple[int, int], SplitCores] = {}
     floor_gap = False
     for k, js in enumerate(members):
         job = js[0]
@@ -376,7 +439,9 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
             slot_servers[k, i] = union
             point_servers[k, i] = pss
             if splits is not None:
-                share_classes[k, i], slot_splits[k, i] = splits
+                share_classes[k, i], slot_splits[k, i], cores = splits
+                if cores is not None:
+                    slot_split_cores[k, i] = cores
     # Runs of identical servers (any order in the cluster): symmetry is broken inside each.
     shapes: dict[tuple[object, ...], list[int]] = {}
     for s, srv in enumerate(servers):
@@ -401,6 +466,7 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "symmetry": symmetry,
         "share_classes": share_classes,
         "slot_splits": slot_splits,
+        "slot_split_cores": slot_split_cores,
         # No floor depends on the split (the server-pattern rows are stated only there):
         "exact": not floor_gap and not slot_splits,
         # Solutions are allocations that keep every floor / the optimum bounds them all:
@@ -461,6 +527,11 @@ def part_bounds(data: dict[str, Any], k: int, i: int, s: int) -> tuple[int, int,
         min(cmax, data["C"][s]),
         min(mmax, data["M"][s]),
     )
+
+
+def share_core_bound(data: Any, k: int, i: int, s: int) -> int:
+    """Upper bound of ``fc[k, i, s]``: the share of cores of the largest part on s."""
+    return (min(data["g"][k] - 1, data["G"][s]) * data["C"][s]) // data["G"][s]
 
 
 def _menu(data: Any, k: int, i: int) -> list[tuple[Point, tuple[int, ...]]]:
@@ -538,6 +609,8 @@ def restrict_points(
     splits = data.get("slot_splits", {})
     out["slot_splits"] = {ki: splits[ki] for ki in out["slots"] if ki in splits}
     out["share_classes"] = {ki: data["share_classes"][ki] for ki in out["slot_splits"]}
+    cores = data.get("slot_split_cores", {})
+    out["slot_split_cores"] = {ki: cores[ki] for ki in out["slot_splits"] if ki in cores}
     return out
 
 
@@ -579,6 +652,39 @@ def split_rows(
                 js = tuple(j for j, (_, r) in enumerate(sig) if r >= level)
                 floor_rows.append(((k, i, t), js, qs))
     return v_index, gpu_rows, floor_rows
+
+
+def share_core_parts(data: Any) -> list[Index]:
+    """Parts (k, i, s) of slots with ``slot_split_cores`` on servers with fractional cores
+    per GPU: each gets ``fc``, its share's rounded-down cores floor(a C_s / G_s)."""
+    cores = data.get("slot_split_cores", {})
+    return [
+        (k, i, s)
+        for k, i in data["slots"]
+        if (k, i) in cores
+        for s in data["slot_servers"][k, i]
+        if data["C"][s] % data["G"][s]
+    ]
+
+
+def split_core_rows(
+    data: Any,
+) -> list[tuple[tuple[int, int], tuple[Index, ...], tuple[tuple[Index, int], ...], SplitCores]]:
+    """For ``cnt_split_cores``: per slot with ``slot_split_cores``, its ``fc`` parts, its
+    parts on whole-ratio servers with their cores per GPU, and each split's cores F_j."""
+    out = []
+    for k, i in data["slots"]:
+        f = data.get("slot_split_cores", {}).get((k, i))
+        if f is None:
+            continue
+        frac, whole = [], []
+        for s in data["slot_servers"][k, i]:
+            if data["C"][s] % data["G"][s]:
+                frac.append((k, i, s))
+            else:
+                whole.append(((k, i, s), data["C"][s] // data["G"][s]))
+        out.append(((k, i), tuple(frac), tuple(whole), f))
+    return out
 
 
 def sym_pairs(data: dict[str, Any]) -> list[tuple[int, int]]:
@@ -650,6 +756,14 @@ def build_from_data(  # noqa: C901 - one rule per row family
     v_index, split_gpu_rows, split_floor_rows = split_rows(data)
     m.V = pyo.Set(dimen=3, ordered=True, initialize=v_index, doc="(class, slot, split)")
     m.v = pyo.Var(m.V, domain=bins, bounds=(0, 1), doc="spread slot (k, i) splits as sigma_j")
+    fc_parts = share_core_parts(data)
+    m.FC = pyo.Set(dimen=3, ordered=True, initialize=fc_parts, doc="parts with fractional shares")
+    m.fc = pyo.Var(
+        m.FC,
+        domain=ints,
+        bounds=lambda m, k, i, s: (0, share_core_bound(data, k, i, s)),
+        doc="rounded-down cores of the share of slot (k, i)'s part on s",
+    )
 
     def used(m: pyo.ConcreteModel, k: int, i: int) -> Any:
         return pyo.quicksum(m.y[k, i, p] for p in range(len(spts[k, i])))
@@ -809,6 +923,23 @@ def build_from_data(  # noqa: C901 - one rule per row family
         holds for the slot's point."""
         js, qs = floor_rows[k, i, t]
         return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
+
+    @m.Constraint(fc_parts)
+    def cnt_share_cores(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:
+        """0 <= C_s a[k,i,s] - G_s fc[k,i,s] <= G_s - 1: fc = floor(a C_s / G_s) exactly."""
+        return pyo.inequality(0, C[s] * m.a[k, i, s] - G[s] * m.fc[k, i, s], G[s] - 1)
+
+    core_rows = {ki: (frac, whole, f) for ki, frac, whole, f in split_core_rows(data)}
+
+    @m.Constraint(list(core_rows))
+    def cnt_split_cores(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_s fc[k,i,s] + sum_s r_s a[k,i,s] = sum_j F_j v[k,i,j]: the split's cores are
+        the parts' rounded-down shares."""
+        frac, whole, f = core_rows[k, i]
+        parts = pyo.quicksum(m.fc[idx] for idx in frac) + pyo.quicksum(
+            r * m.a[idx] for idx, r in whole
+        )
+        return parts == pyo.quicksum(f[j] * m.v[k, i, j] for j in range(len(f)) if f[j])
 
     @m.Constraint(slot_pairs(data))
     def sym_slot_order(m: pyo.ConcreteModel, k: int, i: int) -> Any:

@@ -37,7 +37,10 @@ from synergy_opt.formulations.counting import (
     part_bounds,
     part_index,
     restrict_points,
+    share_core_bound,
+    share_core_parts,
     slot_pairs,
+    split_core_rows,
     split_rows,
     sym_pairs,
     variant_parts,
@@ -137,6 +140,10 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
     mcol = {idx: col("mp", idx, 0.0, bounds[idx][2], False) for idx in parts}
     v_index, split_gpu_rows, split_floor_rows = split_rows(data)
     vcol = {idx: col("v", idx, 0.0, 1.0, True) for idx in v_index}
+    fcol = {
+        idx: col("fc", idx, 0.0, float(share_core_bound(data, *idx)), True)
+        for idx in share_core_parts(data)
+    }
 
     rows = _Rows()
     inf = math.inf
@@ -231,6 +238,13 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
     for (k, i, t), js, qs in split_floor_rows:
         terms = [(vcol[k, i, j], 1.0) for j in js] + [(ycol[k, i, q], -1.0) for q in qs]
         rows.add(_name("cnt_split_floor", (k, i, t)), terms, -inf, 0.0)
+    for (k, i, s), fc in fcol.items():
+        terms = [(acol[k, i, s], float(C[s])), (fc, -float(G[s]))]
+        rows.add(_name("cnt_share_cores", (k, i, s)), terms, 0.0, float(G[s] - 1))
+    for (k, i), frac, whole, cores in split_core_rows(data):
+        terms = [(fcol[idx], 1.0) for idx in frac] + [(acol[idx], float(r)) for idx, r in whole]
+        terms += [(vcol[k, i, j], -float(f)) for j, f in enumerate(cores) if f]
+        rows.add(_name("cnt_split_cores", (k, i)), terms, 0.0, 0.0)
     for k, i in slot_pairs(dict(data)):
         terms = used(k, i - 1) + used(k, i, lambda p: -1.0)
         rows.add(_name("sym_slot_order", (k, i)), terms, 0.0, inf)
@@ -390,6 +404,10 @@ def _start_vector(
         x[pos["y", (*slot, q)]] = 1.0
         if split is not None:
             x[pos["v", (*slot, split)]] = 1.0
+            for s in set(servers):
+                if ("fc", (*slot, s)) in pos:
+                    held = sum(pt.gpus for pt, t in zip(parts, servers, strict=True) if t == s)
+                    x[pos["fc", (*slot, s)]] = (held * data["C"][s]) // data["G"][s]
         c_left, m_left = pts[q][0], pts[q][1]
         for pt, s in zip(parts, servers, strict=True):
             idx = (*slot, s)
@@ -417,10 +435,23 @@ def _split_of(
         return None
     classes = data["share_classes"][ki]
     sigma = tuple(sum(pt.gpus for pt in parts if index[pt.server] in c) for c in classes)
+    cores = data.get("slot_split_cores", {}).get(ki)
+    share = None if cores is None else _share_cores(data, parts, index)
     for j, (sj, _) in enumerate(splits):
-        if sj == sigma:
+        if sj == sigma and (cores is None or cores[j] == share):
             return j
     return False
+
+
+def _share_cores(
+    data: Mapping[str, Any], parts: Sequence[PlacementPart], index: Mapping[str, int]
+) -> int:
+    """A spread job's share of cores under the per-server rule: floor(q C_s / G_s) summed
+    over its servers (q its GPUs on s, parts on one server merged, as the checker does)."""
+    on: dict[int, int] = {}
+    for pt in parts:
+        on[index[pt.server]] = on.get(index[pt.server], 0) + pt.gpus
+    return sum((q * data["C"][s]) // data["G"][s] for s, q in on.items())
 
 
 @dataclass(frozen=True, slots=True)
