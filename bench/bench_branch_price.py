@@ -11,8 +11,10 @@ ratio on/off of the times, and a summary: time summed, rounds proven, and any ro
 two proven answers differ (both are optima, so that would be a bug).  The switches are
 branch-and-price's own (``formulations/branch_price.md``): ``DEFER_DIVE`` (the root dive
 leaf's reach MIP and packings after a short search), ``DIVE_FLOW`` (the root dive
-leaf's arc flow), ``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the
-leaves' arc flow at all), ``PACK_POINTS`` (a leaf packed at its LP's points).
+leaf's arc flow), ``DEFER_RESTART`` (each incumbent restarts that wait),
+``EAGER_POINTS`` (a node whose LP fixes every point packed at once), ``FLOW_LATE`` (a
+stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
+``PACK_POINTS`` (a leaf packed at its LP's points).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from synergy_opt.types import Job, PlacementPart, RoundInstance  # noqa: E402
 SWITCHES: tuple[str, ...] = (
     "DEFER_DIVE",
     "DEFER_PLAIN",
+    "DEFER_RESTART",
     "DIVE_FLOW",
+    "EAGER_POINTS",
     "FLOW_LATE",
     "FLOW_REFUTE",
     "PACK_POINTS",

@@ -894,9 +894,10 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
 def test_the_root_dive_packings_wait_for_a_short_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """Split penalties 128 GPUs seed 306 from TUNE: the root dive's reach MIP and leaf
     packings took 8.5 s and found 62.20, below the optimum that the search's 50 nodes
-    reach in under a second (a leaf's points pack at 63.5671).  Deferred (DEFER_DIVE) until
-    a leaf's own MIP would run, DEFER_NODES nodes or DEFER_SHARE of the time, they never
-    run here and the search proves the optimum; with the switch off they run first."""
+    reach in under a second (a node's points pack at 63.5671, EAGER_POINTS).  Deferred
+    (DEFER_DIVE) until a leaf's own MIP would run, DEFER_NODES nodes or DEFER_SHARE of the
+    time, they never run here and the search proves the optimum; with the switch off they
+    run first."""
     inst = family_round("split-penalty", 128, 306)
     run = select_runnable(inst)
     tune = make_mechanism("tune").allocate(inst)
@@ -912,7 +913,7 @@ def test_the_root_dive_packings_wait_for_a_short_search(monkeypatch: pytest.Monk
     got = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
     assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
     assert got.objective == pytest.approx(63.5671, abs=1e-6)
-    assert got.source == "leaf points" and reached == []
+    assert got.source == "node points" and reached == []  # packed as its LP is solved
     assert (
         check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
     )
@@ -952,3 +953,35 @@ def test_the_plain_root_master_waits_for_a_short_search(monkeypatch: pytest.Monk
     assert calls == [1]
     assert got is not None and got.proven
     assert got.objective == pytest.approx(52.2082, abs=1e-6)
+
+
+def test_a_node_whose_lp_fixes_every_point_is_packed_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 128 GPUs seed 21 from TUNE: the node whose points pack the optimum
+    58.715 is solved early but, without EAGER_POINTS, packed only when it is next the best
+    leaf, after leaves at 58.7201 (within the proof gap) have spent their dives and MIP
+    slices.  Packed as soon as its LP is solved, the search proves the optimum from it."""
+    inst = family_round("split-penalty", 128, 21)
+    run = select_runnable(inst)
+    tune = make_mechanism("tune").allocate(inst)
+    start = {ja.id: ja.placement for ja in tune.jobs}
+    packed: list[float] = []
+    real_pack = bp._pack_points
+
+    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float) -> Any:
+        packed.append(lp.value)
+        return real_pack(inst_, jobs, data, lp, stop)
+
+    monkeypatch.setattr(bp, "_pack_points", pack_spy)
+    got = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
+    assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
+    assert got.objective == pytest.approx(58.715, abs=1e-6)
+    assert got.source == "node points" and packed
+    assert (
+        check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
+    )
+    monkeypatch.setattr(bp, "EAGER_POINTS", False)
+    cut = bp.branch_and_price(inst, run, time_limit=4, warm_start=[start])
+    assert cut is not None and cut.source != "node points"
+    assert cut.objective <= got.objective + 1e-6 and cut.bound >= got.objective - 1e-6
