@@ -49,6 +49,7 @@ Public API::
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import logging
 import math
@@ -57,6 +58,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from synergy_opt.check import check_allocation
 from synergy_opt.formulations.branch_dive import (
     ROOT_IP_S,
     _dive_to_leaf,
@@ -91,7 +93,7 @@ from synergy_opt.formulations.patterns_fast import (
     _seed_patterns,
 )
 from synergy_opt.solve import TerminationStatus, solve_matrix
-from synergy_opt.types import Job, PlacementPart, RoundInstance
+from synergy_opt.types import Job, PlacementPart, RoundInstance, build_allocation
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +248,27 @@ def _with_rows(slice_s: float) -> bool:
     return round(math.log2(slice_s / LEAF_SLICE_S)) % 2 == 1
 
 
-def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumbents
+#: What :func:`branch_and_price` searches where a spread job's floor depends on its split
+#: (mixed shapes under per-server fair shares, fractional cores per GPU), which the pattern
+#: model does not state: "exact" (the default) declines such rounds; "high" searches the
+#: restriction that keeps every slot point above the highest floor any split may give (its
+#: allocations keep every floor; its bound bounds only the restriction, so none is
+#: returned); "low" the relaxation above the lowest floor (its bound bounds every
+#: allocation; its allocation is returned only where it passes the checker).
+FLOOR_MODES: tuple[str, ...] = ("exact", "high", "low")
+
+
+def floor_pair_applies(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
+    """Whether ``floors="high"`` and ``"low"`` are the searches for this round: a job may
+    spread at a penalty, no per-type matrices, and some floor depends on the split."""
+    if any(j.sensitivity_by_type is not None for j in jobs):
+        return False
+    if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
+        return False
+    return not _model_data(inst, jobs)["exact"]
+
+
+def branch_and_price(
     inst: RoundInstance,
     jobs: Sequence[Job],
     *,
@@ -257,24 +279,79 @@ def branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumb
     halt: Callable[[], bool] | None = None,
     plain_root: bool = True,
     dive_only: bool = False,
+    floors: str = "exact",
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
-    Returns None where the pattern model is not stated (per-type matrices, split-dependent
-    floors).  ``bound`` is valid whenever the search stops; ``proven`` when every node was
-    settled within :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each
-    node, ends the search early (the caller has its answer elsewhere).  ``plain_root``:
-    where a warm start seeded the pool, the root also runs :func:`_plain_root_ip`.
-    ``dive_only``: the root's column generation, its integer master over the root's
-    patterns, its dive and the dive leaf packed at its points, nothing else (no plain root,
-    no leaf MIPs, no branching): an allocation quickly, for ``opt``'s ``pattern-dive``
-    step; ``bound`` is then the root's.
+    Returns None where the pattern model is not stated (per-type matrices; split-dependent
+    floors unless ``floors`` is "high" or "low", :data:`FLOOR_MODES`).  ``bound`` is valid
+    whenever the search stops; ``proven`` when every node was settled within
+    :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each node, ends the
+    search early (the caller has its answer elsewhere).  ``plain_root``: where a warm start
+    seeded the pool, the root also runs :func:`_plain_root_ip`.  ``dive_only``: the root's
+    column generation, its integer master over the root's patterns, its dive and the dive
+    leaf packed at its points, nothing else (no plain root, no leaf MIPs, no branching): an
+    allocation quickly, for ``opt``'s ``pattern-dive`` step; ``bound`` is then the root's.
     """
+    if floors not in FLOOR_MODES:
+        raise ValueError(f"floors must be one of {', '.join(FLOOR_MODES)}, got {floors!r}")
+    if any(j.sensitivity_by_type is not None for j in jobs):
+        return None
+    if floors == "exact":
+        data = _model_data(inst, jobs)
+        if not data["exact"]:
+            return None
+    else:
+        data = _model_data(inst, jobs, spread_floor=floors, exact_splits=False)
+        if not data["feasible" if floors == "high" else "bound_valid"]:
+            return None
+    got = _branch_and_price(
+        inst,
+        jobs,
+        data,
+        time_limit=time_limit,
+        warm_start=warm_start,
+        solver=solver,
+        threads=threads,
+        halt=halt,
+        plain_root=plain_root,
+        dive_only=dive_only,
+    )
+    if floors == "high" and not data["bound_valid"]:
+        return _restricted(got)  # the restriction's bound is not the round's
+    if floors == "low" and not data["feasible"] and got.placements:
+        if _misses_a_floor(inst, got.placements):  # the relaxation's allocation may
+            return dataclasses.replace(got, objective=None, placements={}, proven=False)
+    return got
+
+
+def _restricted(got: BranchResult) -> BranchResult:
+    """A search of the restriction: its allocations hold, its bound is no bound."""
+    return dataclasses.replace(got, bound=None, proven=False)
+
+
+def _misses_a_floor(inst: RoundInstance, placements: Mapping[str, Sequence[PlacementPart]]) -> bool:
+    """Whether an allocation of the relaxation fails the checker with fair shares."""
+    alloc = build_allocation(inst, "branch-and-price", placements)
+    return bool(check_allocation(inst, alloc, fair_share=True))
+
+
+def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incumbents
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    data: Mapping[str, Any],
+    *,
+    time_limit: float,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    solver: str,
+    threads: int | None,
+    halt: Callable[[], bool] | None,
+    plain_root: bool,
+    dive_only: bool,
+) -> BranchResult:
+    """:func:`branch_and_price` over the counting model's ``data``."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
-    data = _model_data(inst, jobs)
-    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
-        return None
     cm = build_counting_matrix(data)
     starts = [(p, start_from_placements(cm, p)) for p in warm_start]
     known = sorted(

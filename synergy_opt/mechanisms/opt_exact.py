@@ -17,7 +17,10 @@ gets at most :data:`PATTERN_OPT_CAP_S` first, so that a longer limit starts the 
 where the limit is too short for that and the clock cut ``opt``, ``opt`` runs again with the
 time the first search leaves (:data:`LATE_OPT_RESERVE`).  On two cores or more, where
 ``opt``'s first answer misses its bound, ``opt`` runs again in a child process beside the
-search (:data:`OPT_BESIDE`) and its answer floors the result.
+search (:data:`OPT_BESIDE`) and its answer floors the result.  Where a spread job's
+floor depends on its split, which the pattern model does not state, branch-and-price
+runs on the restriction (its answers) and then on the relaxation (its bound) instead
+(:data:`FLOOR_PAIR`).
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -42,7 +45,7 @@ from synergy_opt.deadline import (
     usable_cores,
     warm_up,
 )
-from synergy_opt.formulations.branch_price import branch_and_price
+from synergy_opt.formulations.branch_price import branch_and_price, floor_pair_applies
 from synergy_opt.formulations.counting_fast import (
     CountingResult,
     proven_within,
@@ -95,6 +98,18 @@ PATTERN_OPT_CAP_S: float = 1.0
 #: earlier once proven, or when a leaf stalls).  The counting model keeps the rest: on
 #: rounds whose leaves stay loose its own branching sometimes closes a 128-GPU round late.
 BOUND_SHARE: float = 0.85
+#: Where a spread job's floor depends on its split (mixed shapes under per-server fair
+#: shares, fractional cores per GPU) the pattern model, and with it branch-and-price, is
+#: not stated, and the counting MIP alone is weak at 128 GPUs with split penalties (mixed
+#: shapes 8x8:24:500, 4x8:32:256, 8x4:12:200 seed 0 at 10 s: 53.70, gap 6.3 %, below
+#: ``opt``'s 55.04).  There branch-and-price runs twice (:data:`~.branch_price.FLOOR_MODES`):
+#: on the restriction that keeps every slot point above its highest floor, for this share
+#: of the time left (its allocations keep every floor), then on the relaxation above the
+#: lowest floor from the restriction's answer, for :data:`PAIR_LOW_SHARE` of the rest (its
+#: bound bounds every allocation); the counting model gets what is left.
+FLOOR_PAIR: bool = True
+PAIR_HIGH_SHARE: float = 0.5
+PAIR_LOW_SHARE: float = 0.8
 #: Where the cap held ``opt`` back and the first search (a 10-s run's) did not prove its
 #: answer, ``opt`` runs again with its full share and a second search with the rest, from
 #: both answers, when at least this share of the time after TUNE and the first ``opt`` is
@@ -169,7 +184,12 @@ class OptExact:
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
         staged = patterns_apply(inst, runnable)
-        opt_s = min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S) if staged else limit * OPT_SHARE
+        pair = FLOOR_PAIR and not staged and floor_pair_applies(inst, runnable)
+        opt_s = (
+            min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S)
+            if staged or pair
+            else limit * OPT_SHARE
+        )
         heuristic = _run_opt(inst, dataclasses.replace(self.options, time_limit_s=opt_s))
         opt_cut = bool(time_notes(heuristic.notes))
         before_packing = max(limit - (time.perf_counter() - t0), 1e-3)
@@ -233,6 +253,15 @@ class OptExact:
                 for again in later:  # a later opt's better answer floors the answer
                     if again.total_throughput > heuristic.total_throughput + THROUGHPUT_EPS:
                         heuristic = again
+        if pair:
+            res = _floor_pair_stage(
+                inst,
+                runnable,
+                starts,
+                left,
+                self.options,
+                lambda: _beside_at_bound(beside, runnable),
+            )
         if res is None:
             res = solve_counting(
                 inst,
@@ -537,6 +566,49 @@ def _pattern_stage(
     return _merge(first, more), later
 
 
+def _floor_pair_stage(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    left: float,
+    options: MechanismOptions,
+    stop: Callable[[], bool],
+) -> CountingResult | None:
+    """Branch-and-price on the restriction, then on the relaxation from its answer
+    (:data:`PAIR_HIGH_SHARE`), then the counting model for the rest from the best answer:
+    the best allocation that keeps every floor, with the smallest valid bound."""
+    t0 = time.perf_counter()
+    high = _search(inst, runnable, starts, left * PAIR_HIGH_SHARE, options, stop, floors="high")
+    if high is None:
+        return None
+    best = high
+    if not stop():
+        rest = left - (time.perf_counter() - t0)
+        low = _search(
+            inst,
+            runnable,
+            [high.placements, *starts],
+            rest * PAIR_LOW_SHARE,
+            options,
+            stop,
+            floors="low",
+        )
+        best = _merge(high, low)
+        log.info("opt-exact: restriction %s, relaxation %s", high.objective, best.dual_bound)
+    rest = left - (time.perf_counter() - t0)
+    if best.proven or rest <= 0.1 or stop():
+        return best
+    more = solve_counting(
+        inst,
+        runnable,
+        solver=options.solver,
+        time_limit=rest,
+        threads=options.threads,
+        warm_start=[p for p in (best.placements, *starts) if p],
+    )
+    return _merge(best, more)
+
+
 def _search(
     inst: RoundInstance,
     runnable: Sequence[Job],
@@ -546,9 +618,12 @@ def _search(
     stop: Callable[[], bool] | None = None,
     *,
     plain_root: bool = True,
+    floors: str = "exact",
 ) -> CountingResult | None:
     """One branch-and-price search as a :class:`CountingResult` (None where it does not
-    apply); ``stop`` ends it early."""
+    apply); ``stop`` ends it early.  ``floors`` (:data:`~.branch_price.FLOOR_MODES`):
+    "high" gives allocations and no bound, "low" a bound and only allocations that keep
+    every floor."""
     found = branch_and_price(
         inst,
         runnable,
@@ -558,6 +633,7 @@ def _search(
         threads=options.threads,
         halt=stop,
         plain_root=plain_root,
+        floors=floors,
     )
     if found is None:
         return None

@@ -1,0 +1,151 @@
+"""``opt-exact`` with and without the restriction / relaxation pair, side by side in one run.
+
+python bench/bench_floor_pair.py [--gpus 128] [--seeds 0,1,2,3,4,5,6,7] [--time-limit 10]
+    [--quick]
+
+Rounds where a spread job's floor depends on its split and jobs may spread at a split
+penalty: the split-penalty family's job mix on the mixed-shapes family's three server
+shapes (8 GPUs x 24 cores x 500 GB, 8 x 32 x 256, 4 x 12 x 200), scaled to ``--gpus``.
+Per round ``opt-exact`` runs with ``FLOOR_PAIR`` on (branch-and-price on the restriction,
+then on the relaxation, ``formulations/branch_price.md``) and off (the counting MIP
+alone), the order alternating per round (the machine is shared).  Each run prints its wall
+time, answer, bound, gap and whether it is proven; the summary: rounds proven, mean gap,
+time summed and its ratio, and the rounds where one run's answer is above the other's bound
+(a bug: both are valid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_opt import table  # noqa: E402
+
+from synergy_opt.argtypes import positive_float  # noqa: E402
+from synergy_opt.generate import GenerateSpec, generate_instance  # noqa: E402
+from synergy_opt.mechanisms import make_mechanism, opt_exact  # noqa: E402
+from synergy_opt.mechanisms.base import MechanismOptions  # noqa: E402
+from synergy_opt.types import Allocation, RoundInstance  # noqa: E402
+
+#: The mixed-shapes family's servers per 32 GPUs (count, GPUs, cores, GB).
+SHAPES_PER_32: tuple[tuple[int, int, int, float], ...] = (
+    (2, 8, 24, 500.0),
+    (1, 8, 32, 256.0),
+    (2, 4, 12, 200.0),
+)
+#: The split-penalty family's job mix (GPUs, share) and penalties.
+MIX: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.15), (4, 0.15), (6, 0.1), (8, 0.1))
+PENALTY: tuple[float, float] = (0.8, 0.95)
+#: A proof within this relative gap (the exact model's).
+PROVEN_GAP: float = 1e-4
+
+
+def mixed_split_round(gpus: int, seed: int) -> RoundInstance:
+    """A round of mixed server shapes whose multi-GPU jobs may spread at a penalty."""
+    scale = gpus // 32
+    spec = GenerateSpec(
+        gpu_load=1.2,
+        gpu_mix=MIX,
+        seed=seed,
+        name=f"mixed-split-{gpus}gpu-seed{seed}",
+        server_shapes=tuple((n * scale, g, c, m) for n, g, c, m in SHAPES_PER_32),
+        split_penalty=PENALTY,
+    )
+    return generate_instance(spec, None)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 0,3, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
+    return seeds
+
+
+@contextmanager
+def _pair(on: bool) -> Iterator[None]:
+    """``opt_exact.FLOOR_PAIR`` set to ``on`` for the block, restored after it."""
+    before = opt_exact.FLOOR_PAIR
+    opt_exact.FLOOR_PAIR = on
+    try:
+        yield
+    finally:
+        opt_exact.FLOOR_PAIR = before
+
+
+def _gap(a: Allocation) -> float:
+    ub = a.upper_bound
+    return (ub - a.total_throughput) / max(abs(ub), 1e-9) if ub is not None else float("inf")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
+    ap.add_argument("--seeds", type=_seeds, default=list(range(8)))
+    ap.add_argument("--time-limit", type=positive_float, default=10.0)
+    ap.add_argument("--quick", action="store_true", help="32 GPUs, seeds 0 and 3, 10 s")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gpus, args.seeds, args.time_limit = 32, [0, 3], 10.0
+    mech = make_mechanism("opt-exact", MechanismOptions(time_limit_s=args.time_limit))
+    rows: list[list[object]] = []
+    spent = {True: 0.0, False: 0.0}
+    proven = {True: 0, False: 0}
+    gaps: dict[bool, list[float]] = {True: [], False: []}
+    crossed: list[int] = []
+    for n, seed in enumerate(args.seeds):
+        inst = mixed_split_round(args.gpus, seed)
+        got: dict[bool, tuple[float, Allocation]] = {}
+        for on in (True, False) if n % 2 == 0 else (False, True):
+            with _pair(on):
+                t0 = time.perf_counter()
+                got[on] = (mech.allocate(inst), time.perf_counter() - t0)[::-1]
+        for on in (True, False):
+            secs, a = got[on]
+            gap = _gap(a)
+            spent[on] += secs
+            proven[on] += gap <= PROVEN_GAP
+            gaps[on].append(gap)
+            rows.append(
+                [
+                    seed,
+                    "on" if on else "off",
+                    f"{secs:.2f}",
+                    f"{a.total_throughput:.6g}",
+                    f"{a.upper_bound:.6g}" if a.upper_bound is not None else "-",
+                    f"{100 * gap:.2f} %",
+                    "yes" if gap <= PROVEN_GAP else "no",
+                ]
+            )
+        for mine, other in ((True, False), (False, True)):
+            ub = got[other][1].upper_bound
+            top = got[mine][1].total_throughput
+            if ub is not None and top > ub * (1 + PROVEN_GAP) + 1e-9:
+                crossed.append(seed)
+    table(
+        f"opt-exact, mixed shapes with split penalties, {args.gpus} GPUs, "
+        f"{args.time_limit:g} s, FLOOR_PAIR on and off",
+        ["seed", "FLOOR_PAIR", "s", "answer", "bound", "gap", "proven"],
+        rows,
+    )
+    mean = {on: 100 * sum(g) / max(len(g), 1) for on, g in gaps.items()}
+    print(
+        f"{len(args.seeds)} rounds: proven {proven[True]} with the pair, {proven[False]} "
+        f"without; mean gap {mean[True]:.2f} % with, {mean[False]:.2f} % without; "
+        f"{spent[True]:.2f} s with, {spent[False]:.2f} s without (ratio "
+        f"{spent[True] / max(spent[False], 1e-9):.3f}); answers above the other run's bound: "
+        f"{', '.join(map(str, sorted(set(crossed)))) if crossed else 'none'}"
+    )
+    return 1 if crossed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
