@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_opt import table  # noqa: E402
+from bench_opt import seed_list, table  # noqa: E402
 
 from synergy_opt.argtypes import positive_float, positive_int  # noqa: E402
 from synergy_opt.formulations import branch_price as bp  # noqa: E402
@@ -52,16 +52,6 @@ SWITCHES: tuple[str, ...] = (
 )
 #: Two proven answers agree within this (relative): the search's proof tolerance.
 SAME_TOL: float = 1e-4
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seeds like 3,9, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
-    return seeds
 
 
 @contextmanager
@@ -104,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--family", choices=sorted(FAMILIES), default="split-penalty")
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
-    ap.add_argument("--seeds", type=_seeds, default=[9])
+    ap.add_argument("--seeds", type=seed_list, default=[9])
     ap.add_argument("--time-limit", type=positive_float, default=30.0)
     ap.add_argument("--switch", choices=SWITCHES, default="DIVE_FLOW")
     ap.add_argument("--repeat", type=positive_int, default=1)

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_opt import table  # noqa: E402
+from bench_opt import PROVEN_GAP, gap, seed_list, table, timed  # noqa: E402
 
 from synergy_opt.argtypes import positive_float  # noqa: E402
 from synergy_opt.generate import GenerateSpec, generate_instance  # noqa: E402
@@ -42,8 +42,6 @@ SHAPES_PER_32: tuple[tuple[int, int, int, float], ...] = (
 #: The split-penalty family's job mix (GPUs, share) and penalties.
 MIX: tuple[tuple[int, float], ...] = ((1, 0.5), (2, 0.15), (4, 0.15), (6, 0.1), (8, 0.1))
 PENALTY: tuple[float, float] = (0.8, 0.95)
-#: A proof within this relative gap (the exact model's).
-PROVEN_GAP: float = 1e-4
 
 
 def mixed_split_round(gpus: int, seed: int) -> RoundInstance:
@@ -60,16 +58,6 @@ def mixed_split_round(gpus: int, seed: int) -> RoundInstance:
     return generate_instance(spec, None)
 
 
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seeds like 0,3, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
-    return seeds
-
-
 @contextmanager
 def _pair(on: bool) -> Iterator[None]:
     """``opt_exact.FLOOR_PAIR`` set to ``on`` for the block, restored after it."""
@@ -81,15 +69,10 @@ def _pair(on: bool) -> Iterator[None]:
         opt_exact.FLOOR_PAIR = before
 
 
-def _gap(a: Allocation) -> float:
-    ub = a.upper_bound
-    return (ub - a.total_throughput) / max(abs(ub), 1e-9) if ub is not None else float("inf")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
-    ap.add_argument("--seeds", type=_seeds, default=list(range(8)))
+    ap.add_argument("--seeds", type=seed_list, default=list(range(8)))
     ap.add_argument("--time-limit", type=positive_float, default=10.0)
     ap.add_argument("--quick", action="store_true", help="32 GPUs, seeds 0 and 3, 10 s")
     args = ap.parse_args(argv)
@@ -103,17 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     crossed: list[int] = []
     for n, seed in enumerate(args.seeds):
         inst = mixed_split_round(args.gpus, seed)
-        got: dict[bool, tuple[float, Allocation]] = {}
+        got: dict[bool, tuple[Allocation, float]] = {}
         for on in (True, False) if n % 2 == 0 else (False, True):
             with _pair(on):
-                t0 = time.perf_counter()
-                got[on] = (mech.allocate(inst), time.perf_counter() - t0)[::-1]
+                got[on] = timed(partial(mech.allocate, inst))
         for on in (True, False):
-            secs, a = got[on]
-            gap = _gap(a)
+            a, secs = got[on]
+            rel = gap(a)
             spent[on] += secs
-            proven[on] += gap <= PROVEN_GAP
-            gaps[on].append(gap)
+            proven[on] += rel <= PROVEN_GAP
+            gaps[on].append(rel)
             rows.append(
                 [
                     seed,
@@ -121,13 +103,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"{secs:.2f}",
                     f"{a.total_throughput:.6g}",
                     f"{a.upper_bound:.6g}" if a.upper_bound is not None else "-",
-                    f"{100 * gap:.2f} %",
-                    "yes" if gap <= PROVEN_GAP else "no",
+                    f"{100 * rel:.2f} %",
+                    "yes" if rel <= PROVEN_GAP else "no",
                 ]
             )
         for mine, other in ((True, False), (False, True)):
-            ub = got[other][1].upper_bound
-            top = got[mine][1].total_throughput
+            ub = got[other][0].upper_bound
+            top = got[mine][0].total_throughput
             if ub is not None and top > ub * (1 + PROVEN_GAP) + 1e-9:
                 crossed.append(seed)
     table(

@@ -80,6 +80,17 @@ def table(title: str, header: list[str], rows: list[list[object]]) -> None:
     sys.stdout.flush()
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds`` of the side-by-side benches: comma-separated non-negative seeds."""
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seeds like 3,9, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
+    return seeds
+
+
 def gap(a: Allocation) -> float:
     """Relative gap between the allocation's bound and its total (inf without a bound)."""
     if a.upper_bound is None:

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_opt import table  # noqa: E402
+from bench_opt import seed_list, table  # noqa: E402
 
 from synergy_opt.formulations import branch_node as bnode  # noqa: E402
 from synergy_opt.formulations.counting import _model_data  # noqa: E402
@@ -41,16 +41,6 @@ from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
 
 #: A grid pattern is the MIP's optimum within this (relative).
 HIT_TOL: float = 1e-6
-
-
-def _seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seeds like 7,8, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative seeds, got {text!r}")
-    return seeds
 
 
 def _root(data: dict[str, Any], method: str, quick: bool) -> tuple[float, int, float, list[Any]]:
@@ -105,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--family", choices=sorted(FAMILIES), default="split-penalty")
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128, 256, 512), default=128)
-    ap.add_argument("--seeds", type=_seeds, default=[7, 8, 19, 21])
+    ap.add_argument("--seeds", type=seed_list, default=[7, 8, 19, 21])
     ap.add_argument("--all-mip", action="store_true", help="price every class by the MIP")
     ap.add_argument("--quick", action="store_true", help="seed 8 alone")
     args = ap.parse_args(argv)

@@ -91,6 +91,7 @@ from synergy_opt.formulations.patterns import (
 )
 from synergy_opt.formulations.patterns_fast import (
     _seed_patterns,
+    pattern_search,
 )
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance, build_allocation
@@ -261,11 +262,7 @@ FLOOR_MODES: tuple[str, ...] = ("exact", "high", "low")
 def floor_pair_applies(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
     """Whether ``floors="high"`` and ``"low"`` are the searches for this round: a job may
     spread at a penalty, no per-type matrices, and some floor depends on the split."""
-    if any(j.sensitivity_by_type is not None for j in jobs):
-        return False
-    if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
-        return False
-    return not _model_data(inst, jobs)["exact"]
+    return pattern_search(inst, jobs) == "pair"
 
 
 def branch_and_price(

@@ -21,6 +21,7 @@ Public API::
 
     pattern_bound(data, *, time_limit, seeds, target) -> PatternBound
     round_bound(inst, jobs, *, time_limit, warm_start) -> (PatternBound, CountingMatrix, starts)
+    pattern_search(inst, jobs) -> str | None
     patterns_apply(inst, jobs) -> bool
     build_pricing_matrix(data, s, prices) -> tuple[MatrixModel, list[ColKey], list[str]]
     build_master_matrix(data, patterns) -> tuple[MatrixModel, list[ColKey], list[str]]
@@ -593,15 +594,22 @@ def strengthened_counting(
     return CountingMatrix(out, cm.columns, (*cm.row_names, *extra.names), cm.data)
 
 
-def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
-    """Whether the pattern stage serves this round: some job may spread at a penalty (where
-    the counting LP is loose), no per-type matrices and no split-dependent floors (the
-    rounds :func:`solve_with_patterns` declines)."""
+def pattern_search(inst: RoundInstance, jobs: Sequence[Job]) -> str | None:
+    """Which pattern search serves this round, where some job may spread at a penalty (the
+    counting LP is loose) and no job has per-type matrices: "exact" where no floor depends
+    on the split (the pattern model is stated), "pair" where one does (branch-and-price's
+    restriction and relaxation, ``formulations/branch_price.md``); None elsewhere."""
     if any(j.sensitivity_by_type is not None for j in jobs):
-        return False
+        return None
     if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
-        return False
-    return bool(_model_data(inst, jobs)["exact"])
+        return None
+    return "exact" if _model_data(inst, jobs)["exact"] else "pair"
+
+
+def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
+    """Whether the pattern stage serves this round (:func:`pattern_search` "exact": the
+    rounds :func:`solve_with_patterns` does not decline)."""
+    return pattern_search(inst, jobs) == "exact"
 
 
 def round_bound(

@@ -45,13 +45,13 @@ from synergy_opt.deadline import (
     usable_cores,
     warm_up,
 )
-from synergy_opt.formulations.branch_price import branch_and_price, floor_pair_applies
+from synergy_opt.formulations.branch_price import branch_and_price
 from synergy_opt.formulations.counting_fast import (
     CountingResult,
     proven_within,
     solve_counting,
 )
-from synergy_opt.formulations.patterns_fast import patterns_apply
+from synergy_opt.formulations.patterns_fast import pattern_search
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
 from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
 from synergy_opt.mechanisms.opt.context import RoundingError, time_notes
@@ -183,8 +183,9 @@ class OptExact:
         runnable = select_runnable(inst)
         if not runnable:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
-        staged = patterns_apply(inst, runnable)
-        pair = FLOOR_PAIR and not staged and floor_pair_applies(inst, runnable)
+        search = pattern_search(inst, runnable)
+        staged = search == "exact"
+        pair = FLOOR_PAIR and search == "pair"
         opt_s = (
             min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S)
             if staged or pair
@@ -554,16 +555,7 @@ def _pattern_stage(
             later.append(late_opt(left))
             log.info("opt-exact: opt again with %.3g s: %.6g", left, later[-1].total_throughput)
             return first, later
-    warm = [p for p in (first.placements, *starts) if p]
-    more = solve_counting(
-        inst,
-        runnable,
-        solver=options.solver,
-        time_limit=left,
-        threads=options.threads,
-        warm_start=warm,
-    )
-    return _merge(first, more), later
+    return _counting_after(inst, runnable, first, starts, left, options), later
 
 
 def _floor_pair_stage(
@@ -598,15 +590,28 @@ def _floor_pair_stage(
     rest = left - (time.perf_counter() - t0)
     if best.proven or rest <= 0.1 or stop():
         return best
+    return _counting_after(inst, runnable, best, starts, rest, options)
+
+
+def _counting_after(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    first: CountingResult,
+    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+    left: float,
+    options: MechanismOptions,
+) -> CountingResult:
+    """The counting model for the ``left`` seconds after a search, from the search's answer
+    and ``starts``: the better answer of the two, with the smaller bound."""
     more = solve_counting(
         inst,
         runnable,
         solver=options.solver,
-        time_limit=rest,
+        time_limit=left,
         threads=options.threads,
-        warm_start=[p for p in (best.placements, *starts) if p],
+        warm_start=[p for p in (first.placements, *starts) if p],
     )
-    return _merge(best, more)
+    return _merge(first, more)
 
 
 def _search(
