@@ -1,17 +1,23 @@
-"""``opt-exact`` with and without the restriction / relaxation pair, side by side in one run.
+"""``opt-exact`` with one of its split-floor steps on and off, side by side in one run.
 
 python bench/bench_floor_pair.py [--gpus 128] [--seeds 0,1,2,3,4,5,6,7] [--time-limit 10]
-    [--quick]
+    [--switch SPLIT_MASTER|FLOOR_PAIR] [--quick]
 
 Rounds where a spread job's floor depends on its split and jobs may spread at a split
 penalty: the split-penalty family's job mix on the mixed-shapes family's three server
 shapes (8 GPUs x 24 cores x 500 GB, 8 x 32 x 256, 4 x 12 x 200), scaled to ``--gpus``.
-Per round ``opt-exact`` runs with ``FLOOR_PAIR`` on (branch-and-price on the restriction,
-then on the relaxation, ``formulations/branch_price.md``) and off (the counting MIP
-alone), the order alternating per round (the machine is shared).  Each run prints its wall
-time, answer, bound, gap and whether it is proven; the summary: rounds proven, mean gap,
-time summed and its ratio, and the rounds where one run's answer is above the other's bound
-(a bug: both are valid).
+Per round ``opt-exact`` runs with the switch on and off, the order alternating per round
+(the machine is shared):
+
+- ``SPLIT_MASTER`` (``patterns_fast``): the pattern master states the split, so the second
+  search after the restriction is the exact one; off, it is the relaxation
+  (``formulations/branch_price.md``, "Floors that depend on the split").
+- ``FLOOR_PAIR`` (``opt_exact``): branch-and-price on the restriction, then the second
+  search; off, the counting MIP alone.
+
+Each run prints its wall time, answer, bound, gap and whether it is proven; the summary:
+rounds proven, mean gap, time summed and its ratio, and the rounds where one run's answer
+is above the other's bound (a bug: both are valid).
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_opt import PROVEN_GAP, gap, seed_list, table, timed  # noqa: E402
 
 from synergy_opt.argtypes import positive_float  # noqa: E402
+from synergy_opt.formulations import patterns_fast  # noqa: E402
 from synergy_opt.generate import GenerateSpec, generate_instance  # noqa: E402
 from synergy_opt.mechanisms import make_mechanism, opt_exact  # noqa: E402
 from synergy_opt.mechanisms.base import MechanismOptions  # noqa: E402
@@ -58,15 +66,20 @@ def mixed_split_round(gpus: int, seed: int) -> RoundInstance:
     return generate_instance(spec, None)
 
 
+#: The switches, by name, and the module that holds each.
+SWITCHES: dict[str, ModuleType] = {"SPLIT_MASTER": patterns_fast, "FLOOR_PAIR": opt_exact}
+
+
 @contextmanager
-def _pair(on: bool) -> Iterator[None]:
-    """``opt_exact.FLOOR_PAIR`` set to ``on`` for the block, restored after it."""
-    before = opt_exact.FLOOR_PAIR
-    opt_exact.FLOOR_PAIR = on
+def _switched(name: str, on: bool) -> Iterator[None]:
+    """Switch ``name`` (:data:`SWITCHES`) set to ``on`` for the block, restored after it."""
+    module = SWITCHES[name]
+    before = getattr(module, name)
+    setattr(module, name, on)
     try:
         yield
     finally:
-        opt_exact.FLOOR_PAIR = before
+        setattr(module, name, before)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
     ap.add_argument("--seeds", type=seed_list, default=list(range(8)))
     ap.add_argument("--time-limit", type=positive_float, default=10.0)
+    ap.add_argument("--switch", choices=sorted(SWITCHES), default="SPLIT_MASTER")
     ap.add_argument("--quick", action="store_true", help="32 GPUs, seeds 0 and 3, 10 s")
     args = ap.parse_args(argv)
     if args.quick:
@@ -88,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         inst = mixed_split_round(args.gpus, seed)
         got: dict[bool, tuple[Allocation, float]] = {}
         for on in (True, False) if n % 2 == 0 else (False, True):
-            with _pair(on):
+            with _switched(args.switch, on):
                 got[on] = timed(partial(mech.allocate, inst))
         for on in (True, False):
             a, secs = got[on]
@@ -114,13 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                 crossed.append(seed)
     table(
         f"opt-exact, mixed shapes with split penalties, {args.gpus} GPUs, "
-        f"{args.time_limit:g} s, FLOOR_PAIR on and off",
-        ["seed", "FLOOR_PAIR", "s", "answer", "bound", "gap", "proven"],
+        f"{args.time_limit:g} s, {args.switch} on and off",
+        ["seed", args.switch, "s", "answer", "bound", "gap", "proven"],
         rows,
     )
     mean = {on: 100 * sum(g) / max(len(g), 1) for on, g in gaps.items()}
     print(
-        f"{len(args.seeds)} rounds: proven {proven[True]} with the pair, {proven[False]} "
+        f"{len(args.seeds)} rounds: proven {proven[True]} with {args.switch}, {proven[False]} "
         f"without; mean gap {mean[True]:.2f} % with, {mean[False]:.2f} % without; "
         f"{spent[True]:.2f} s with, {spent[False]:.2f} s without (ratio "
         f"{spent[True] / max(spent[False], 1e-9):.3f}); answers above the other run's bound: "

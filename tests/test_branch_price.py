@@ -175,7 +175,7 @@ def test_property_equals_counting_on_tiny_rounds(inst: Any) -> None:
     run = select_runnable(inst)
     data = counting._model_data(inst, run)
     res = bp.branch_and_price(inst, run, time_limit=20)
-    if not data["exact"]:
+    if not data["patterns"]:
         assert res is None
         return
     plain = solve_matrix(counting_fast.build_counting_matrix(data).matrix, "highs", time_limit=20)
@@ -322,7 +322,7 @@ def test_leaf_packing_reaches_the_leaf_optimum(solves: int, monkeypatch: Any) ->
     leaf MIP's optimum; it keeps every floor.  The restricted MIP holds its servers to
     their patterns."""
     monkeypatch.setattr(bdive, "DIVE_SOLVES", solves)
-    assert _check_leaf_packing(3) is (solves > 1)  # integral master, or the MIP path
+    assert _check_leaf_packing(5) is (solves > 1)  # integral master, or the MIP path
 
 
 def _check_leaf_packing(seed: int) -> bool:
@@ -362,7 +362,7 @@ def _check_leaf_packing(seed: int) -> bool:
 def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
     """``node_master``'s ``fixed`` bounds: a pattern held at >= 1 server is used, one held
     at 0 is not, and the master without them is at least as good (they only restrict)."""
-    _, data, _, pricer, pool, node, lp = _dive_leaf(3)
+    _, data, _, pricer, pool, node, lp = _dive_leaf(5)
     _, order = bdive._fix_servers(data, pricer, pool, node, lp, deadline=math.inf)
     mm, cols, _ = bnode.node_master(data, pool, node)
     free = solve_matrix(mm, "highs")
@@ -382,13 +382,15 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
 
 
 def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
-    """Cold-started on 32-GPU seed 7, the optimum the search proves is the one its root
+    """Cold-started on 32-GPU seed 5, the optimum the search proves is the one its root
     dive packed (the dive is wired into the search, not only callable); reduced-cost
-    fixing's packing and the packing at the leaf's points, which come first, are switched
-    off here (tested on their own)."""
+    fixing's packing, the packing at the leaf's points and the integer masters, which come
+    first, are switched off here (tested on their own)."""
     monkeypatch.setattr(bp, "_reach", lambda *args: None)
     monkeypatch.setattr(bp, "PACK_POINTS", False)
-    inst = family_round("split-penalty", 32, 7)
+    monkeypatch.setattr(bp, "_restricted_ip", lambda *a, **k: None)
+    monkeypatch.setattr(bp, "_plain_root_ip", lambda *a, **k: None)
+    inst = family_round("split-penalty", 32, 5)
     run, ref = _optimum(inst)
     res = bp.branch_and_price(inst, run, time_limit=60)
     assert res is not None and res.proven
@@ -399,7 +401,7 @@ def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
 def test_dive_orders_round_up_in_their_own_order() -> None:
     """ "nearest" rounds up the pattern closest to its next whole count first; "whole
     first" every pattern without spread parts before any with them (then nearest)."""
-    _, _, _, _, _, _, lp = _dive_leaf(3)
+    _, _, _, _, _, _, lp = _dive_leaf(6)
     frac = {j: v for j, v in lp.z.items() if v - math.floor(v) > bnode.INT_EPS}
     assert len(frac) >= 2  # the leaf's master is fractional: something to order
     near = bdive._dive_order(lp, "nearest")
@@ -719,7 +721,7 @@ def test_no_leaf_points_where_the_lp_splits_a_class_over_points() -> None:
 def test_the_result_says_why_the_search_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     """``stop`` names what ended the search: every node settled (proven), the clock, the
     caller, or a leaf whose MIP stalls, and then whether its LP fixes every job's point."""
-    inst = family_round("split-penalty", 32, 3)
+    inst = family_round("split-penalty", 32, 8)
     run = select_runnable(inst)
     done = bp.branch_and_price(inst, run, time_limit=60)
     assert done is not None and done.proven and done.stop == bp.STOP_PROVEN

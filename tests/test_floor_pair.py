@@ -10,7 +10,7 @@ import pytest
 
 from synergy_opt.check import check_allocation
 from synergy_opt.formulations import branch_price as bp
-from synergy_opt.formulations import counting_fast
+from synergy_opt.formulations import counting_fast, patterns_fast
 from synergy_opt.generate import GenerateSpec, generate_instance
 from synergy_opt.mechanisms import make_mechanism, opt_exact
 from synergy_opt.mechanisms.base import MechanismOptions
@@ -48,7 +48,8 @@ def test_the_pair_applies_only_where_a_floor_depends_on_the_split() -> None:
     no_penalty = _round(0, penalty=None)
     assert not bp.floor_pair_applies(no_penalty, select_runnable(no_penalty))
     run = select_runnable(mixed)
-    assert bp.branch_and_price(mixed, run, time_limit=5) is None  # "exact": not stated
+    # the pattern master states these splits: the exact search runs (tests/test_split_master)
+    assert patterns_fast.pattern_search(mixed, run) == "split"
     with pytest.raises(ValueError, match="floors"):
         bp.branch_and_price(mixed, run, time_limit=5, floors="middle")
 
@@ -111,11 +112,15 @@ def test_the_pair_stage_proves_the_optimum(monkeypatch: pytest.MonkeyPatch) -> N
         return real(*args, **kwargs)
 
     monkeypatch.setattr(opt_exact, "branch_and_price", spy)
-    got = opt_exact._floor_pair_stage(inst, run, [], 60.0, MechanismOptions(), lambda: False)
-    assert got is not None and modes == ["high", "low"]
-    assert got.proven and got.objective == pytest.approx(ref.objective, rel=1e-4)
-    assert got.dual_bound is not None and got.dual_bound >= ref.objective - 1e-6
-    assert _valid(inst, got.placements)
+    for exact, second in ((False, "low"), (True, "exact")):
+        modes.clear()
+        got = opt_exact._floor_pair_stage(
+            inst, run, [], 60.0, MechanismOptions(), lambda: False, exact=exact
+        )
+        assert got is not None and modes == ["high", second]
+        assert got.proven and got.objective == pytest.approx(ref.objective, rel=1e-4)
+        assert got.dual_bound is not None and got.dual_bound >= ref.objective - 1e-6
+        assert _valid(inst, got.placements)
 
 
 @pytest.mark.parametrize("seed", [0, 4])

@@ -154,13 +154,22 @@ def test_solve_with_patterns_proves_and_declines() -> None:
     ref = counting_fast.solve_counting(inst, runnable, time_limit=60)
     assert ref.proven and res.objective == pytest.approx(ref.objective, rel=1e-4)
     assert patterns_fast.patterns_apply(inst, runnable)
-    mixed = family_round("mixed-shapes", 32, 0)  # split-dependent floors: not stated here
+    mixed = family_round("mixed-shapes", 32, 0)  # split-dependent floors: the split rows
     penalised = dataclasses.replace(
         mixed, jobs=tuple(dataclasses.replace(j, split_penalty=0.9) for j in mixed.jobs)
     )
     run = select_runnable(penalised)
-    assert patterns_fast.solve_with_patterns(penalised, run) is None
-    assert not patterns_fast.patterns_apply(penalised, run)  # opt-exact: counting only
+    assert patterns_fast.pattern_search(penalised, run) == "split"
+    assert not patterns_fast.patterns_apply(penalised, run)  # opt-exact: the floor pair's
+    servers = list(penalised.cluster.servers)  # 2.5 cores per GPU: rounded-down shares
+    servers[0] = dataclasses.replace(servers[0], cpus=servers[0].gpus * 5 // 2)
+    frac = dataclasses.replace(
+        penalised, cluster=dataclasses.replace(mixed.cluster, servers=tuple(servers))
+    )
+    frun = select_runnable(frac)
+    assert counting._model_data(frac, frun)["slot_split_cores"]
+    assert patterns_fast.solve_with_patterns(frac, frun) is None
+    assert patterns_fast.pattern_search(frac, frun) == "pair"
     multi = family_round("multi-gpu", 32, 0)  # no split penalty: opt-exact skips the stage
     assert not patterns_fast.patterns_apply(multi, select_runnable(multi))
 

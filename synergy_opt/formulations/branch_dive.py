@@ -291,7 +291,7 @@ def _restricted_ip(
         cost=mm.cost[keep],
         col_lower=mm.col_lower[keep],
         col_upper=np.where([cols[c][0] == "short" for c in keep], 0.0, mm.col_upper[keep]),
-        integer=np.asarray([cols[c][0] in ("z", "y") for c in keep]),
+        integer=np.asarray([cols[c][0] in ("z", "y", "v") for c in keep]),
         a_start=mm.a_start[: len(keep) + 1],
         a_index=mm.a_index[: int(mm.a_start[len(keep)])],
         a_value=mm.a_value[: int(mm.a_start[len(keep)])],

@@ -23,6 +23,7 @@ from synergy_opt.formulations.patterns import (
     Pattern,
     PatternCut,
     Prices,
+    master_split_rows,
     pricing_costs,
     server_shapes,
 )
@@ -97,8 +98,9 @@ def node_master(
 ) -> tuple[MatrixModel, list[tuple[str, tuple[int, ...]]], list[str]]:
     """The pattern master at ``node``: banned and switched-off points fixed to 0, a used
     slot's ``cnt_one_point`` row at equality, and per used slot three ``bp_ghost`` columns
-    (GPUs, cores, GB from nowhere at -SHORT_PENALTY each) that keep it feasible before
-    patterns carry the slot's parts (they only relax it, so every bound stays valid).
+    (GPUs, cores, GB from nowhere at -SHORT_PENALTY each; one more per share class where
+    its floor depends on the split) that keep it feasible before patterns carry the
+    slot's parts (they only relax it, so every bound stays valid).
     ``fixed`` (a dive, :func:`_dive`; never a node of the search): bounds (lower, upper)
     on how many servers take each of these patterns (their ``z``).  ``shapes``: the
     round's server classes, when the caller has them."""
@@ -119,6 +121,10 @@ def node_master(
         for r, base in enumerate(("pat_spread_gpus", "pat_spread_cpus", "pat_spread_mem")):
             ghosts.append((row_of[f"{base}[{ki[0]},{ki[1]}]"], len(cols)))
             cols.append(("bp_ghost", (*ki, r)))
+    for (k, i, c), _ in master_split_rows(data)[1] if node.on else ():
+        if (k, i) in node.on:  # its GPUs per share class from nowhere, too
+            ghosts.append((row_of[f"pat_split_gpus[{k},{i},{c}]"], len(cols)))
+            cols.append(("bp_ghost", (k, i, 3 + c)))
     if not ghosts:
         out = dataclasses.replace(mm, col_lower=col_lower, col_upper=col_upper, row_lower=row_lower)
         return out, cols, names

@@ -260,9 +260,11 @@ FLOOR_MODES: tuple[str, ...] = ("exact", "high", "low")
 
 
 def floor_pair_applies(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
-    """Whether ``floors="high"`` and ``"low"`` are the searches for this round: a job may
-    spread at a penalty, no per-type matrices, and some floor depends on the split."""
-    return pattern_search(inst, jobs) == "pair"
+    """Whether ``floors="high"`` runs first on this round (a job may spread at a penalty,
+    no per-type matrices, some floor depends on the split), then the exact search where
+    the pattern master states the split (:func:`~.patterns_fast.pattern_search` "split"),
+    else ``"low"`` ("pair")."""
+    return pattern_search(inst, jobs) in ("pair", "split")
 
 
 def branch_and_price(
@@ -280,8 +282,9 @@ def branch_and_price(
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
-    Returns None where the pattern model is not stated (per-type matrices; split-dependent
-    floors unless ``floors`` is "high" or "low", :data:`FLOOR_MODES`).  ``bound`` is valid
+    Returns None where the pattern model is not stated (per-type matrices; a split whose
+    share of cores is rounded down part by part, unless ``floors`` is "high" or "low",
+    :data:`FLOOR_MODES`).  ``bound`` is valid
     whenever the search stops; ``proven`` when every node was settled within
     :data:`EXACT_REL_GAP` of the incumbent.  ``halt``, asked before each node, ends the
     search early (the caller has its answer elsewhere).  ``plain_root``: where a warm start
@@ -296,7 +299,7 @@ def branch_and_price(
         return None
     if floors == "exact":
         data = _model_data(inst, jobs)
-        if not data["exact"]:
+        if not data["patterns"]:
             return None
     else:
         data = _model_data(inst, jobs, spread_floor=floors, exact_splits=False)

@@ -368,7 +368,8 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
     GPU, ``slot_split_cores`` gives each split's rounded-down cores, tied to the parts by
     ``fc`` and the rows ``cnt_share_cores`` and ``cnt_split_cores``.
     ``feasible`` and ``bound_valid`` say which of the two the data is, ``floor_gap`` that
-    they differ; ``exact`` that no floor depends on the split at all.
+    they differ; ``exact`` that no floor depends on the split at all; ``patterns`` that the
+    server-pattern master states the data (split rows without rounded-down cores).
     """
     chosen = list(inst.jobs if jobs is None else jobs)
     servers = inst.cluster.servers
@@ -467,8 +468,12 @@ def _model_data(  # noqa: C901 - one pass over classes, servers and spread varia
         "share_classes": share_classes,
         "slot_splits": slot_splits,
         "slot_split_cores": slot_split_cores,
-        # No floor depends on the split (the server-pattern rows are stated only there):
+        # No floor depends on the split:
         "exact": not floor_gap and not slot_splits,
+        # The server-pattern master states this data exactly (patterns.md, "Floors that
+        # depend on the split"): every split-dependent floor has split rows, none of them
+        # carries rounded-down cores (fractional cores per GPU)
+        "patterns": not floor_gap and not slot_split_cores,
         # Solutions are allocations that keep every floor / the optimum bounds them all:
         "feasible": not floor_gap or spread_floor == "high",
         "bound_valid": not floor_gap or spread_floor == "low",

@@ -35,10 +35,10 @@ Public API::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from synergy_opt.formulations.counting import part_bounds
+from synergy_opt.formulations.counting import part_bounds, split_rows
 
 if TYPE_CHECKING:  # Pyomo is imported only when a model is built
     import pyomo.environ as pyo
@@ -53,13 +53,16 @@ Index = tuple[int, ...]
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """Duals of the master rows: per class (cover), per server class, per slot (3 rows)."""
+    """Duals of the master rows: per class (cover), per server class, per slot (3 rows),
+    and per slot and share class (``pat_split_gpus``, only where a floor depends on the
+    split): a part's GPUs on a server of share class c cost ``gpus[k, i] + split[k, i, c]``."""
 
     cover: Mapping[int, float]
     count: Mapping[int, float]
     gpus: Mapping[tuple[int, int], float]
     cpus: Mapping[tuple[int, int], float]
     mem: Mapping[tuple[int, int], float]
+    split: Mapping[tuple[int, int, int], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +127,44 @@ def one_role_classes(data: Mapping[str, Any], s: int) -> list[int]:
     return sorted({k for k, _ in slots} | {k for k, n in whole.items() if n > data["n"][k]})
 
 
+def master_split_rows(
+    data: Mapping[str, Any],
+) -> tuple[
+    list[tuple[int, int, int]],
+    list[tuple[tuple[int, int, int], tuple[int, ...]]],
+    list[tuple[tuple[int, int, int], tuple[int, ...], tuple[int, ...]]],
+]:
+    """The master's split variables and rows (:func:`~.counting.split_rows`): the v
+    indices, ``pat_split_gpus`` ((k, i, c), sigma_j[c] per split j) for the share classes
+    some split puts GPUs in (a class that none does has no servers of the slot), and
+    ``cnt_split_floor`` ((k, i, t), splits, points)."""
+    v_index, gpu_rows, floor_rows = split_rows(data)
+    return v_index, [(idx, coefs) for idx, _, coefs in gpu_rows if any(coefs)], floor_rows
+
+
+def share_class_of(data: Mapping[str, Any], ki: tuple[int, int], s: int) -> int | None:
+    """The index c of server s's share class among slot ``ki``'s (its ``pat_split_gpus``
+    row), or None where the slot's floor does not depend on the split."""
+    classes = data.get("share_classes", {}).get(ki)
+    if classes is None:
+        return None
+    return next((c for c, cls in enumerate(classes) if s in cls), None)
+
+
 def pricing_costs(
     data: Mapping[str, Any], s: int, prices: Prices
 ) -> tuple[dict[tuple[int, ...], float], dict[tuple[str, tuple[int, ...]], float]]:
-    """Reduced values of server s's columns: W - pi_k per whole job, -price per part unit."""
+    """Reduced values of server s's columns: W - pi_k per whole job, -price per part unit
+    (a part's GPUs also pay its share class's ``pat_split_gpus`` price, where it has one)."""
     xs, slots = server_columns(data, s)
     wx: dict[tuple[int, ...], float] = {
         (k, p): data["x_point"][s, k, p][2] - prices.cover[k] for k, p in xs
     }
     wp: dict[tuple[str, tuple[int, ...]], float] = {}
     for ki in slots:
-        wp["a", ki] = -prices.gpus[ki]
+        c = share_class_of(data, ki, s) if prices.split else None
+        extra = 0.0 if c is None else prices.split.get((*ki, c), 0.0)
+        wp["a", ki] = -prices.gpus[ki] - extra
         wp["u", ki] = 0.0
         wp["cp", ki] = -prices.cpus[ki]
         wp["mp", ki] = -prices.mem[ki]
@@ -238,6 +268,10 @@ def build_master(  # noqa: C901 - one rule per row family
     (``formulations/branch_price.md``): slots unused (their points fixed to 0), slots used
     (``cnt_one_point`` at equality, and ``bp_ghost`` columns that keep the master feasible
     before patterns carry their parts), points left out.
+
+    Where a spread job's floor depends on its split (``slot_splits``), ``v`` picks the
+    split and ``cnt_split_one``, ``pat_split_gpus`` and ``cnt_split_floor`` state it as
+    the counting model's ``cnt_split_*`` do, the parts' GPUs summed over the patterns.
     """
     import pyomo.environ as pyo
 
@@ -252,15 +286,20 @@ def build_master(  # noqa: C901 - one rule per row family
     )
     m.K = pyo.Set(initialize=sorted(g), ordered=True, doc="job classes")
     ints = pyo.NonNegativeReals if relax else pyo.NonNegativeIntegers
-    m.z = pyo.Var(
-        m.J, domain=ints, bounds=lambda m, j: (0, len(shapes[patterns[j].shape])), doc="servers"
-    )
+    m.z = pyo.Var(m.J, domain=ints, bounds=(0, None), doc="servers (N_c by pat_server_count)")
     m.y = pyo.Var(m.Y, domain=pyo.UnitInterval if relax else pyo.Binary, bounds=(0, 1))
+    v_index, split_gpu_rows, split_floor_rows = master_split_rows(data)
+    m.V = pyo.Set(dimen=3, ordered=True, initialize=v_index, doc="(class, slot, split)")
+    m.v = pyo.Var(
+        m.V, domain=pyo.UnitInterval if relax else pyo.Binary, bounds=(0, 1), doc="split j"
+    )
     m.short = pyo.Var(m.K, domain=pyo.NonNegativeReals, doc="jobs left out, at a penalty")
     for k, i, q in m.Y:
         if (k, i) in off or (k, i, q) in banned:
             m.y[k, i, q].fix(0)
     ghosts = [(k, i, r) for k, i in sorted(on) for r in range(3)]
+    # a used slot's GPUs per share class from nowhere, too (``pat_split_gpus``)
+    ghosts += [(k, i, 3 + c) for (k, i, c), _ in split_gpu_rows if (k, i) in on]
     if ghosts:
         m.bp_ghost = pyo.Var(
             ghosts, domain=pyo.NonNegativeReals, doc="GPUs, cores, GB of a used slot from nowhere"
@@ -318,6 +357,44 @@ def build_master(  # noqa: C901 - one rule per row family
     m.pat_spread_gpus = pyo.Constraint(slots, rule=link(0), doc="parts' GPUs = g_k used")
     m.pat_spread_cpus = pyo.Constraint(slots, rule=link(1), doc="parts' cores >= the point's")
     m.pat_spread_mem = pyo.Constraint(slots, rule=link(2), doc="parts' GB >= the point's")
+
+    split_slots = list(dict.fromkeys((k, i) for k, i, _ in v_index))
+    n_splits = {ki: len(data["slot_splits"][ki]) for ki in split_slots}
+
+    @m.Constraint(split_slots)
+    def cnt_split_one(m: pyo.ConcreteModel, k: int, i: int) -> Any:
+        """sum_j v[k,i,j] = sum_q y[k,i,q]: a used slot has exactly one split."""
+        return pyo.quicksum(m.v[k, i, j] for j in range(n_splits[k, i])) == used(m, k, i)
+
+    share = {
+        ki: {s: c for c, cls in enumerate(data["share_classes"][ki]) for s in cls}
+        for ki in split_slots
+    }
+    gpu_rows = dict(split_gpu_rows)
+
+    @m.Constraint(list(gpu_rows))
+    def pat_split_gpus(m: pyo.ConcreteModel, k: int, i: int, c: int) -> Any:
+        """Parts' GPUs on servers of share class c, summed over the patterns, = sum_j
+        sigma_j[c] v[k,i,j]: the split is the one the parts have."""
+        got = pyo.quicksum(
+            parts[j][k, i][0] * m.z[j]
+            for j in m.J
+            if (k, i) in parts[j] and share[k, i].get(shapes[patterns[j].shape][0]) == c
+        )
+        if (k, i) in on:
+            got = got + m.bp_ghost[k, i, 3 + c]
+        coefs = gpu_rows[k, i, c]
+        return got == pyo.quicksum(coefs[j] * m.v[k, i, j] for j in range(len(coefs)) if coefs[j])
+
+    floor_rows = {idx: (js, qs) for idx, js, qs in split_floor_rows}
+
+    @m.Constraint(list(floor_rows))
+    def cnt_split_floor(m: pyo.ConcreteModel, k: int, i: int, t: int) -> Any:
+        """sum_{j: R_j >= L_t} v[k,i,j] <= sum_{q: W_q >= L_t} y[k,i,q]: the chosen point
+        keeps the chosen split's floor."""
+        js, qs = floor_rows[k, i, t]
+        return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
+
     return m
 
 

@@ -58,6 +58,7 @@ from synergy_opt.formulations.patterns import (
     Prices,
     full_gpu_floor,
     gpu_slack,
+    master_split_rows,
     one_role_classes,
     pricing_costs,
     server_columns,
@@ -76,6 +77,11 @@ PRICE_EPS: float = 1e-6
 MAX_ITERATIONS: int = 400
 #: At most this many of a pricing solve's improving solutions enter the master per round.
 PATTERNS_PER_PRICING: int = 8
+#: Where a spread job's floor depends on its split, the master states the split
+#: (``patterns.md``, "Floors that depend on the split") and branch-and-price is exact
+#: there; off, such rounds get the restriction / relaxation pair as before (for
+#: ``bench/bench_floor_pair.py``, side by side).
+SPLIT_MASTER: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,22 +212,36 @@ def build_master_matrix(
     shapes: tuple[tuple[int, ...], ...] | None = None,
 ) -> tuple[MatrixModel, list[ColKey], list[str]]:
     """The master of :func:`~synergy_opt.formulations.patterns.build_master` as a matrix:
-    columns z[j], y[k, i, q], short[k]; rows in the Pyomo model's order.  ``shapes``:
-    :func:`server_shapes` of ``data``, when the caller has it (column generation builds
-    the master hundreds of times)."""
+    columns z[j], y[k, i, q], v[k, i, j], short[k]; rows in the Pyomo model's order.
+    ``shapes``: :func:`server_shapes` of ``data``, when the caller has it (column
+    generation builds the master hundreds of times)."""
     shapes = server_shapes(data) if shapes is None else shapes
     spts, g, inf = data["slot_points"], data["g"], math.inf
     slots = list(data["slots"])
     classes = sorted(g)
     n_pat = len(patterns)
+    v_index, split_gpu_rows, split_floor_rows = master_split_rows(data)
+    split_slots = list(dict.fromkeys((k, i) for k, i, _ in v_index))
     # rows: eq4_class_cover per class, pat_server_count per shape, then per slot
     # cnt_one_point, pat_spread_gpus, pat_spread_cpus, pat_spread_mem (each family in
-    # slot order)
+    # slot order); then cnt_split_one per split slot, pat_split_gpus, cnt_split_floor
     cover_row = {k: r for r, k in enumerate(classes)}
     count_row = len(classes)
     slot_no = {ki: t for t, ki in enumerate(slots)}
     one_row = count_row + len(shapes)
     spread_row = [one_row + len(slots) * (f + 1) for f in range(3)]
+    split_one_row = {ki: one_row + 4 * len(slots) + t for t, ki in enumerate(split_slots)}
+    split_gpu_row = {
+        idx: one_row + 4 * len(slots) + len(split_slots) + t
+        for t, (idx, _) in enumerate(split_gpu_rows)
+    }
+    first_floor_row = one_row + 4 * len(slots) + len(split_slots) + len(split_gpu_rows)
+    # a pattern's parts on a split slot count in the row of its servers' share class
+    share_row: dict[tuple[int, tuple[int, int]], int] = {}
+    for (k, i, c), _ in split_gpu_rows:
+        for shape, run in enumerate(shapes):
+            if run[0] in data["share_classes"][k, i][c]:
+                share_row[shape, (k, i)] = split_gpu_row[k, i, c]
     trip_r: list[int] = []
     trip_c: list[int] = []
     trip_v: list[float] = []
@@ -234,30 +254,56 @@ def build_master_matrix(
             t = slot_no[ki]
             for f, v in enumerate((a, cp, mp)):
                 merged[spread_row[f] + t] = float(v)
+            if (p.shape, ki) in share_row:
+                merged[share_row[p.shape, ki]] = float(a)
         for r in sorted(merged):
             trip_r.append(r)
             trip_c.append(j)
             trip_v.append(merged[r])
     cols: list[ColKey] = [("z", (j,)) for j in range(n_pat)]
     cost = [p.value for p in patterns]
-    upper = [float(len(shapes[p.shape])) for p in patterns]
+    # no column bound: pat_server_count alone holds z to N_c, so its dual is the class's
+    # price mu_c that the Lagrangian bound charges (patterns.md, ``z``)
+    upper = [inf] * n_pat
+    # cnt_split_floor entries of the v and y columns
+    v_floor: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+    y_floor: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+    for t, ((k, i, _), js, qs) in enumerate(split_floor_rows):
+        for jj in js:
+            v_floor.setdefault((k, i, jj), []).append((first_floor_row + t, 1.0))
+        for q in qs:
+            y_floor.setdefault((k, i, q), []).append((first_floor_row + t, -1.0))
+
+    def column(key: ColKey, value: float, entries: Sequence[tuple[int, float]]) -> None:
+        for r, v in entries:
+            trip_r.append(r)
+            trip_c.append(len(cols))
+            trip_v.append(v)
+        cols.append(key)
+        cost.append(value)
+        upper.append(1.0)
+
     for k, i in slots:
         t = slot_no[k, i]
         for q, (cq, mq, wq) in enumerate(spts[k, i]):
-            col = len(cols)
-            cols.append(("y", (k, i, q)))
-            cost.append(wq)
-            upper.append(1.0)
-            for r, v in (
+            entries = [
                 (cover_row[k], 1.0),
                 (one_row + t, 1.0),
                 (spread_row[0] + t, -float(g[k])),
                 (spread_row[1] + t, -float(cq)),
                 (spread_row[2] + t, -float(mq)),
-            ):
-                trip_r.append(r)
-                trip_c.append(col)
-                trip_v.append(v)
+            ]
+            if (k, i) in split_one_row:
+                entries.append((split_one_row[k, i], -1.0))
+            column(("y", (k, i, q)), wq, entries + y_floor.get((k, i, q), []))
+    gpu_coef = dict(split_gpu_rows)
+    for k, i, jj in v_index:
+        entries = [(split_one_row[k, i], 1.0)]
+        for c in range(len(data["share_classes"][k, i])):
+            coefs = gpu_coef.get((k, i, c))
+            if coefs is not None and coefs[jj]:
+                entries.append((split_gpu_row[k, i, c], -float(coefs[jj])))
+        column(("v", (k, i, jj)), 0.0, entries + v_floor.get((k, i, jj), []))
     for k in classes:
         trip_r.append(cover_row[k])
         trip_c.append(len(cols))
@@ -279,6 +325,13 @@ def build_master_matrix(
         names += [_name(base, ki) for ki in slots]
         lower += [0.0] * len(slots)
         upper_row += [0.0 if f == 0 else inf] * len(slots)
+    names += [_name("cnt_split_one", ki) for ki in split_slots]
+    names += [_name("pat_split_gpus", idx) for idx, _ in split_gpu_rows]
+    lower += [0.0] * (len(split_slots) + len(split_gpu_rows))
+    upper_row += [0.0] * (len(split_slots) + len(split_gpu_rows))
+    names += [_name("cnt_split_floor", idx) for idx, _, _ in split_floor_rows]
+    lower += [-inf] * len(split_floor_rows)
+    upper_row += [0.0] * len(split_floor_rows)
     mm = triplet_model(
         trip_r,
         trip_c,
@@ -372,6 +425,7 @@ def _prices(data: Mapping[str, Any], names: Sequence[str], duals: np.ndarray) ->
         gpus={ki: at[_name("pat_spread_gpus", ki)] for ki in slots},
         cpus={ki: at[_name("pat_spread_cpus", ki)] for ki in slots},
         mem={ki: at[_name("pat_spread_mem", ki)] for ki in slots},
+        split={idx: at[_name("pat_split_gpus", idx)] for idx, _ in master_split_rows(data)[1]},
     )
 
 
@@ -596,14 +650,19 @@ def strengthened_counting(
 
 def pattern_search(inst: RoundInstance, jobs: Sequence[Job]) -> str | None:
     """Which pattern search serves this round, where some job may spread at a penalty (the
-    counting LP is loose) and no job has per-type matrices: "exact" where no floor depends
-    on the split (the pattern model is stated), "pair" where one does (branch-and-price's
-    restriction and relaxation, ``formulations/branch_price.md``); None elsewhere."""
+    counting LP is loose) and no job has per-type matrices: "exact" where the pattern
+    model states the round (its floors, split-dependent ones included through the split
+    rows), "pair" where it does not (a split's share of cores rounded down part by part, or
+    more splits than :data:`~.counting.MAX_SPLITS`: branch-and-price's restriction and
+    relaxation, ``formulations/branch_price.md``); None elsewhere."""
     if any(j.sensitivity_by_type is not None for j in jobs):
         return None
     if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
         return None
-    return "exact" if _model_data(inst, jobs)["exact"] else "pair"
+    data = _model_data(inst, jobs)
+    if data["exact"]:
+        return "exact"
+    return "split" if SPLIT_MASTER and data["patterns"] else "pair"
 
 
 def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
@@ -625,7 +684,7 @@ def round_bound(
     None where the rows are not stated (per-type matrices, split-dependent floors).
     """
     data = _model_data(inst, jobs)
-    if not data["exact"] or any(j.sensitivity_by_type is not None for j in jobs):
+    if not data["patterns"] or any(j.sensitivity_by_type is not None for j in jobs):
         return None
     cm = build_counting_matrix(data)
     vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]

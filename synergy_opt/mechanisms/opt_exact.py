@@ -18,9 +18,9 @@ where the limit is too short for that and the clock cut ``opt``, ``opt`` runs ag
 time the first search leaves (:data:`LATE_OPT_RESERVE`).  On two cores or more, where
 ``opt``'s first answer misses its bound, ``opt`` runs again in a child process beside the
 search (:data:`OPT_BESIDE`) and its answer floors the result.  Where a spread job's
-floor depends on its split, which the pattern model does not state, branch-and-price
-runs on the restriction (its answers) and then on the relaxation (its bound) instead
-(:data:`FLOOR_PAIR`).
+floor depends on its split, branch-and-price runs first on the restriction that keeps
+every floor (its answers), then, from its answer, the exact search where the pattern
+master states the split, else the relaxation (its bound) (:data:`FLOOR_PAIR`).
 
 ``upper_bound`` is the smallest proven bound for the runnable set: the model's dual bound,
 the pattern bound, the super-machine optimum, and ``opt``'s bound.  The answer is never
@@ -99,14 +99,16 @@ PATTERN_OPT_CAP_S: float = 1.0
 #: rounds whose leaves stay loose its own branching sometimes closes a 128-GPU round late.
 BOUND_SHARE: float = 0.85
 #: Where a spread job's floor depends on its split (mixed shapes under per-server fair
-#: shares, fractional cores per GPU) the pattern model, and with it branch-and-price, is
-#: not stated, and the counting MIP alone is weak at 128 GPUs with split penalties (mixed
-#: shapes 8x8:24:500, 4x8:32:256, 8x4:12:200 seed 0 at 10 s: 53.70, gap 6.3 %, below
-#: ``opt``'s 55.04).  There branch-and-price runs twice (:data:`~.branch_price.FLOOR_MODES`):
-#: on the restriction that keeps every slot point above its highest floor, for this share
-#: of the time left (its allocations keep every floor), then on the relaxation above the
-#: lowest floor from the restriction's answer, for :data:`PAIR_LOW_SHARE` of the rest (its
-#: bound bounds every allocation); the counting model gets what is left.
+#: shares, fractional cores per GPU) the counting MIP alone is weak at 128 GPUs with split
+#: penalties (mixed shapes 8x8:24:500, 4x8:32:256, 8x4:12:200 seed 0 at 10 s: 53.70, gap
+#: 6.3 %, below ``opt``'s 55.04).  There branch-and-price runs twice
+#: (:data:`~.branch_price.FLOOR_MODES`): on the restriction that keeps every slot point
+#: above its highest floor, for this share of the time left (its allocations keep every
+#: floor; at 128 GPUs it finds them sooner than the exact search started cold: seed 3 at
+#: 10 s, 58.38 against 56.47), then from its answer, for :data:`PAIR_LOW_SHARE` of the
+#: rest, the exact search where the pattern master states the split
+#: (:func:`~.patterns_fast.pattern_search` "split"), else the relaxation above the lowest
+#: floor (its bound bounds every allocation); the counting model gets what is left.
 FLOOR_PAIR: bool = True
 PAIR_HIGH_SHARE: float = 0.5
 PAIR_LOW_SHARE: float = 0.8
@@ -185,7 +187,7 @@ class OptExact:
             return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
         search = pattern_search(inst, runnable)
         staged = search == "exact"
-        pair = FLOOR_PAIR and search == "pair"
+        pair = FLOOR_PAIR and search in ("pair", "split")
         opt_s = (
             min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S)
             if staged or pair
@@ -262,6 +264,7 @@ class OptExact:
                 left,
                 self.options,
                 lambda: _beside_at_bound(beside, runnable),
+                exact=search == "split",
             )
         if res is None:
             res = solve_counting(
@@ -565,10 +568,13 @@ def _floor_pair_stage(
     left: float,
     options: MechanismOptions,
     stop: Callable[[], bool],
+    *,
+    exact: bool = False,
 ) -> CountingResult | None:
     """Branch-and-price on the restriction, then on the relaxation from its answer
     (:data:`PAIR_HIGH_SHARE`), then the counting model for the rest from the best answer:
-    the best allocation that keeps every floor, with the smallest valid bound."""
+    the best allocation that keeps every floor, with the smallest valid bound.  With
+    ``exact`` (the pattern master states the split) the second search is the exact one."""
     t0 = time.perf_counter()
     high = _search(inst, runnable, starts, left * PAIR_HIGH_SHARE, options, stop, floors="high")
     if high is None:
@@ -583,7 +589,7 @@ def _floor_pair_stage(
             rest * PAIR_LOW_SHARE,
             options,
             stop,
-            floors="low",
+            floors="exact" if exact else "low",
         )
         best = _merge(high, low)
         log.info("opt-exact: restriction %s, relaxation %s", high.objective, best.dual_bound)
