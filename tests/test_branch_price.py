@@ -385,7 +385,9 @@ def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
     """Cold-started on 32-GPU seed 5, the optimum the search proves is the one its root
     dive packed (the dive is wired into the search, not only callable); reduced-cost
     fixing's packing, the packing at the leaf's points and the integer masters, which come
-    first, are switched off here (tested on their own)."""
+    first, are switched off here (tested on their own), and so is the leaf MIP's short
+    try (``LEAF_QUICK_S``), which settles this round's leaves before their dives."""
+    monkeypatch.setattr(bp, "LEAF_QUICK_S", 0.0)
     monkeypatch.setattr(bp, "_reach", lambda *args: None)
     monkeypatch.setattr(bp, "PACK_POINTS", False)
     monkeypatch.setattr(bp, "_restricted_ip", lambda *a, **k: None)
@@ -475,7 +477,9 @@ def test_opt_exact_retries_from_opt_with_its_full_share(monkeypatch: Any) -> Non
     """Where the capped ``opt`` left the first search unproven, ``opt`` runs again with the
     share the cap held back, and a better answer of it starts a second search, which proves
     the counting optimum (no counting MIP after it); the first search has a 10-s run's time,
-    and its answer is among the second's starts."""
+    and its answer is among the second's starts.  (The counting MIP's first try, which
+    proves this 4-server round at once, is switched off: the search is what is tested.)"""
+    monkeypatch.setattr(opt_exact, "COUNTING_PROBE_S", 0.0)
     inst = family_round("split-penalty", 32, 0)
     _, ref = _optimum(inst)
     limits: list[float | None] = []
@@ -528,12 +532,14 @@ def test_opt_exact_runs_a_cut_opt_again_with_the_time_left(monkeypatch: Any, bes
     runs again with all that is left and its better answer is the floor (split penalties
     128 GPUs seed 3: 58.8648 where the search alone returned 57.94-58.36).  With ``opt``
     beside the search (two cores, a child process) there is no reserve and no late ``opt``:
-    the search gets the time, and the child's answer is the floor."""
+    the search gets the time, and the child's answer is the floor.  (No counting-MIP
+    first try: the search's paths are tested.)"""
     from synergy_opt.deadline import guard_available
     from synergy_opt.mechanisms.opt.context import time_note
 
     if beside and not guard_available():
         pytest.skip("no child processes on this platform")
+    monkeypatch.setattr(opt_exact, "COUNTING_PROBE_S", 0.0)
     monkeypatch.setattr(opt_exact, "OPT_BESIDE", beside)
     monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
     inst = family_round("split-penalty", 32, 0)

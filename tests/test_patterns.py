@@ -189,6 +189,7 @@ def test_opt_exact_uses_the_pattern_stage(monkeypatch: pytest.MonkeyPatch) -> No
         return real(*args, **kwargs)
 
     monkeypatch.setattr(opt_exact_mod, "branch_and_price", spy)
+    monkeypatch.setattr(opt_exact_mod, "COUNTING_PROBE_S", 0.0)  # 4 servers: it proves first
     inst = family_round("split-penalty", 32, 4)
     alloc = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)
     ref = counting_fast.solve_counting(inst, select_runnable(inst), time_limit=60)

@@ -17,6 +17,7 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 
 from synergy_opt.check import check_allocation
@@ -24,8 +25,9 @@ from synergy_opt.formulations import branch_node as bnode
 from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast, patterns, patterns_fast
 from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.profiles import shipped_profiles
 from synergy_opt.solve import TerminationStatus, pyomo_to_matrix, solve_matrix
-from synergy_opt.types import Cluster, RoundInstance, Server, build_allocation
+from synergy_opt.types import Cluster, Job, RoundInstance, Server, build_allocation
 from tests.test_counting_splits import TINY_SEEDS, tiny_mixed_round
 from tests.test_exact_typed import brute_force
 from tests.test_floor_pair import _round
@@ -185,3 +187,78 @@ def test_every_lagrangian_bound_covers_the_optimum(monkeypatch: pytest.MonkeyPat
             if pb.bound is not None and pb.bound < best - 1e-6 * max(1.0, best):
                 below.append((n, rounds, pb.bound, best))
     assert not below
+
+
+def small_split_round(seed: int) -> RoundInstance:
+    """2-5 servers of mixed shapes (2, 4 or 8 GPUs, 1-4 cores and 20-62.5 GB per GPU) and
+    3-9 jobs of the shipped profiles with split penalties 0.8-1.0 under per-server shares:
+    rounds the counting MIP proves in well under a second."""
+    rng = np.random.default_rng(seed)
+    servers = []
+    for i in range(int(rng.integers(2, 6))):
+        g = int(rng.choice([2, 4, 8]))
+        cores, mem = int(rng.integers(1, 5)), float(rng.choice([20, 32, 50, 62.5]))
+        servers.append(Server(f"s{i}", g, cores * g, mem * g))
+    total = sum(s.gpus for s in servers)
+    lib = shipped_profiles()
+    names = lib.names()
+    jobs = []
+    for j in range(int(rng.integers(3, 10))):
+        g = min(int(rng.choice([1, 2, 2, 3, 4, 6])), total)
+        prof = lib.get(names[int(rng.integers(len(names)))])
+        pen = float(rng.choice([1.0, 0.9, 0.8]))
+        jobs.append(Job(f"j{j}", g, prof.matrix(g), prof.name, None, pen))
+    return RoundInstance(f"small-{seed}", Cluster(tuple(servers)), tuple(jobs), "server")
+
+
+def _calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Count calls of ``module.name`` (still called through)."""
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("quick", [5.0, 0.0])
+def test_a_leaf_mip_gets_a_short_try_first(quick: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LEAF_QUICK_S``: a leaf's counting MIP runs before the leaf's integer master and
+    dives, which it spares where it settles the leaf (here every leaf: the try is long
+    enough for these small MIPs); without the try the dives run.  The optimum either way."""
+    inst = small_split_round(128)
+    run = select_runnable(inst)
+    data = counting._model_data(inst, run)
+    assert data["slot_splits"] and data["patterns"]
+    best = _optimum(data)
+    monkeypatch.setattr(bp, "LEAF_QUICK_S", quick)
+    dives = _calls(monkeypatch, bp, "_pack_leaf")
+    res = bp.branch_and_price(inst, run, time_limit=120)
+    assert res is not None and res.proven and res.leaves > 0
+    assert best is not None and res.objective == pytest.approx(best, rel=1e-6)
+    assert (not dives) is (quick > 0)
+
+
+@pytest.mark.parametrize("probe", [10.0, 0.0])
+def test_opt_exact_asks_the_counting_mip_first(
+    probe: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``COUNTING_PROBE_S``: on a small round with split penalties the counting MIP's short
+    try proves the optimum and no search runs; without the try the search runs.  Either
+    way the answer is the optimum, proven, and keeps every floor."""
+    from synergy_opt.mechanisms import MechanismOptions, make_mechanism, opt_exact
+
+    inst = small_split_round(128)
+    best = _optimum(counting._model_data(inst, select_runnable(inst)))
+    monkeypatch.setattr(opt_exact, "COUNTING_PROBE_S", probe)
+    monkeypatch.setattr(opt_exact, "OPT_BESIDE", False)  # no child process: counted here
+    searches = _calls(monkeypatch, opt_exact, "branch_and_price")
+    got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=60)).allocate(inst)
+    assert best is not None and got.total_throughput == pytest.approx(best, rel=1e-6)
+    assert got.upper_bound is not None
+    assert got.upper_bound <= got.total_throughput * (1 + 1e-4) + 1e-9
+    assert check_allocation(inst, got, fair_share=True) == []
+    assert (not searches) is (probe > 0)
