@@ -35,7 +35,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: What the forkserver imports once, so that each child starts with them loaded.
-PRELOAD: tuple[str, ...] = ("numpy", "highspy", "synergy_opt.solve")
+PRELOAD: tuple[str, ...] = (
+    "numpy",
+    "highspy",
+    "synergy_opt.solve",
+    "synergy_opt.formulations.counting_fast",
+)
 
 
 class DeadlineExceeded(RuntimeError):

@@ -195,3 +195,58 @@ def test_pattern_stage_halts_when_the_child_is_at_its_bound() -> None:
     free = opt_exact._pattern_stage(inst, runnable, [], 30.0, MechanismOptions())
     assert free is not None
     assert free[0].dual_bound is not None and free[0].objective is not None
+
+
+@pytest.mark.skipif(not guard_available(), reason="no child processes on this platform")
+def test_the_counting_mip_stops_when_the_child_is_at_its_bound() -> None:
+    """``_counting_until``: told to stop, the MIP's child is killed and nothing comes back;
+    not told, the child's answer is the in-process solve's."""
+    from synergy_opt.formulations.counting_fast import solve_counting
+
+    inst = family_round("mixed-shapes", 32, 0)
+    runnable = select_runnable(inst)
+    options = MechanismOptions()
+    asked: list[float] = []
+
+    def stop_now() -> bool:
+        asked.append(time.perf_counter())
+        return True
+
+    assert opt_exact._counting_until(inst, runnable, options, 30.0, [], stop_now) is None
+    assert asked  # it was asked before the MIP answered
+    got = opt_exact._counting_until(inst, runnable, options, 30.0, [], lambda: False)
+    ref = solve_counting(inst, runnable, time_limit=30.0)
+    assert got is not None and got.proven and ref.proven
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+@pytest.mark.skipif(not guard_available(), reason="no child processes on this platform")
+def test_opt_exact_returns_the_childs_answer_once_it_meets_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the first ``opt`` misses its bound, ``opt`` beside the counting MIP meets its
+    own: the MIP is stopped and the child's answer comes back proven, with no note."""
+    inst = family_round("mixed-shapes", 32, 0)
+    runnable = select_runnable(inst)
+    proven = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    at = dataclasses.replace(proven, upper_bound=proven.total_throughput, notes=())
+    weak = make_mechanism("tune", MechanismOptions()).allocate(inst)
+    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: weak)  # misses any bound
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: _Ready(at))
+    stopped: list[bool] = []
+    real = opt_exact._counting_until
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        stopped.append(got is None)
+        return got
+
+    monkeypatch.setattr(opt_exact, "_counting_until", spy)
+    got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert stopped == [True]
+    assert got.notes == () and got.mechanism == "opt-exact"
+    assert got.total_throughput == pytest.approx(at.total_throughput)
+    assert got.upper_bound == pytest.approx(at.total_throughput)
+    assert check_allocation(inst, got, fair_share=True) == []
+    assert {ja.id for ja in got.jobs} == {j.id for j in runnable}

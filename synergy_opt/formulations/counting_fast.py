@@ -546,6 +546,22 @@ def solve_counting(
     return _solve_data(inst, jobs, data, solver, clock, rel_gap, threads, staged, warm_start, t0)
 
 
+def solve_counting_call(
+    inst: RoundInstance,
+    jobs: Sequence[Job],
+    solver: str,
+    time_limit: float,
+    threads: int | None,
+    warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]],
+) -> CountingResult:
+    """:func:`solve_counting` with positional arguments, for a child process
+    (:func:`synergy_opt.deadline.start_child`): a function of this module, so the child
+    imports only the counting model to run it (the forkserver preloads it)."""
+    return solve_counting(
+        inst, jobs, solver=solver, time_limit=time_limit, threads=threads, warm_start=warm_start
+    )
+
+
 def _solve_between_floors(
     inst: RoundInstance,
     jobs: Sequence[Job],
