@@ -659,6 +659,26 @@ def split_rows(
     return v_index, gpu_rows, floor_rows
 
 
+def add_split_floor_rows(
+    m: pyo.ConcreteModel, split_floor_rows: Sequence[tuple[Index, tuple[int, ...], tuple[int, ...]]]
+) -> None:
+    """``cnt_split_floor`` on a model with ``v`` and ``y`` (the counting model's, and the
+    pattern master's, which states the same row): :func:`split_rows`' third list."""
+    import pyomo.environ as pyo
+
+    floor_rows = {idx: (js, qs) for idx, js, qs in split_floor_rows}
+
+    def cnt_split_floor(m: pyo.ConcreteModel, k: int, i: int, t: int) -> Any:
+        """sum_{j: R_j >= L_t} v[k,i,j] <= sum_{q: W_q >= L_t} y[k,i,q]: a split's floor
+        holds for the slot's point."""
+        js, qs = floor_rows[k, i, t]
+        return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
+
+    m.cnt_split_floor = pyo.Constraint(
+        list(floor_rows), rule=cnt_split_floor, doc=cnt_split_floor.__doc__
+    )
+
+
 def share_core_parts(data: Any) -> list[Index]:
     """Parts (k, i, s) of slots with ``slot_split_cores`` on servers with fractional cores
     per GPU: each gets ``fc``, its share's rounded-down cores floor(a C_s / G_s)."""
@@ -920,14 +940,7 @@ def build_from_data(  # noqa: C901 - one rule per row family
             coefs[j] * m.v[k, i, j] for j in range(len(coefs)) if coefs[j]
         )
 
-    floor_rows = {idx: (js, qs) for idx, js, qs in split_floor_rows}
-
-    @m.Constraint(list(floor_rows))
-    def cnt_split_floor(m: pyo.ConcreteModel, k: int, i: int, t: int) -> Any:
-        """sum_{j: R_j >= L_t} v[k,i,j] <= sum_{q: W_q >= L_t} y[k,i,q]: a split's floor
-        holds for the slot's point."""
-        js, qs = floor_rows[k, i, t]
-        return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
+    add_split_floor_rows(m, split_floor_rows)
 
     @m.Constraint(fc_parts)
     def cnt_share_cores(m: pyo.ConcreteModel, k: int, i: int, s: int) -> Any:

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from synergy_opt.formulations.counting import part_bounds, split_rows
+from synergy_opt.formulations.counting import add_split_floor_rows, part_bounds, split_rows
 
 if TYPE_CHECKING:  # Pyomo is imported only when a model is built
     import pyomo.environ as pyo
@@ -386,15 +386,7 @@ def build_master(  # noqa: C901 - one rule per row family
         coefs = gpu_rows[k, i, c]
         return got == pyo.quicksum(coefs[j] * m.v[k, i, j] for j in range(len(coefs)) if coefs[j])
 
-    floor_rows = {idx: (js, qs) for idx, js, qs in split_floor_rows}
-
-    @m.Constraint(list(floor_rows))
-    def cnt_split_floor(m: pyo.ConcreteModel, k: int, i: int, t: int) -> Any:
-        """sum_{j: R_j >= L_t} v[k,i,j] <= sum_{q: W_q >= L_t} y[k,i,q]: the chosen point
-        keeps the chosen split's floor."""
-        js, qs = floor_rows[k, i, t]
-        return pyo.quicksum(m.v[k, i, j] for j in js) <= pyo.quicksum(m.y[k, i, q] for q in qs)
-
+    add_split_floor_rows(m, split_floor_rows)
     return m
 
 
