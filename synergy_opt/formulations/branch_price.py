@@ -117,8 +117,9 @@ PLAIN_ROOT_SHARE: float = 0.3
 LEAF_IP_S: float = 0.5
 #: Before that integer master and the leaf's dives, its counting MIP gets a short try of
 #: this many seconds (0: none).  Where leaves are small it settles them at once: on a
-#: random 4-server round of mixed shapes with split penalties (tests' ``_leaf_quick``
-#: round) each leaf's MIP took 0.01-0.02 s, while the integer master ran out its 0.5 s
+#: random 4-server round of mixed shapes with split penalties
+#: (``tests/test_split_master.py``, ``small_split_round(128)``) each leaf's MIP took
+#: 0.01-0.02 s, while the integer master ran out its 0.5 s
 #: and the dives another 0.5 s first, and 28 leaves took the search past 30 s.
 LEAF_QUICK_S: float = 0.1
 #: The root's dive (down to one leaf and its packing) gets at most this share of the

@@ -366,10 +366,6 @@ def build_master(  # noqa: C901 - one rule per row family
         """sum_j v[k,i,j] = sum_q y[k,i,q]: a used slot has exactly one split."""
         return pyo.quicksum(m.v[k, i, j] for j in range(n_splits[k, i])) == used(m, k, i)
 
-    share = {
-        ki: {s: c for c, cls in enumerate(data["share_classes"][ki]) for s in cls}
-        for ki in split_slots
-    }
     gpu_rows = dict(split_gpu_rows)
 
     @m.Constraint(list(gpu_rows))
@@ -379,7 +375,8 @@ def build_master(  # noqa: C901 - one rule per row family
         got = pyo.quicksum(
             parts[j][k, i][0] * m.z[j]
             for j in m.J
-            if (k, i) in parts[j] and share[k, i].get(shapes[patterns[j].shape][0]) == c
+            if (k, i) in parts[j]
+            and share_class_of(data, (k, i), shapes[patterns[j].shape][0]) == c
         )
         if (k, i) in on:
             got = got + m.bp_ghost[k, i, 3 + c]

@@ -63,6 +63,7 @@ from synergy_opt.formulations.patterns import (
     pricing_costs,
     server_columns,
     server_shapes,
+    share_class_of,
 )
 from synergy_opt.matrix import MatrixModel, triplet_model
 from synergy_opt.solve import SolveResult, TerminationStatus, set_highs_options, solve_matrix
@@ -240,7 +241,7 @@ def build_master_matrix(
     share_row: dict[tuple[int, tuple[int, int]], int] = {}
     for (k, i, c), _ in split_gpu_rows:
         for shape, run in enumerate(shapes):
-            if run[0] in data["share_classes"][k, i][c]:
+            if share_class_of(data, (k, i), run[0]) == c:
                 share_row[shape, (k, i)] = split_gpu_row[k, i, c]
     trip_r: list[int] = []
     trip_c: list[int] = []
@@ -650,11 +651,12 @@ def strengthened_counting(
 
 def pattern_search(inst: RoundInstance, jobs: Sequence[Job]) -> str | None:
     """Which pattern search serves this round, where some job may spread at a penalty (the
-    counting LP is loose) and no job has per-type matrices: "exact" where the pattern
-    model states the round (its floors, split-dependent ones included through the split
-    rows), "pair" where it does not (a split's share of cores rounded down part by part, or
-    more splits than :data:`~.counting.MAX_SPLITS`: branch-and-price's restriction and
-    relaxation, ``formulations/branch_price.md``); None elsewhere."""
+    counting LP is loose) and no job has per-type matrices: "exact" where no floor depends
+    on the split; "split" where one does and the master states it (the split rows), so the
+    exact search follows the restriction; "pair" where it does not (a split's share of
+    cores rounded down part by part, or more splits than :data:`~.counting.MAX_SPLITS`;
+    also every such round with :data:`SPLIT_MASTER` off): the restriction, then the
+    relaxation (``formulations/branch_price.md``); None elsewhere."""
     if any(j.sensitivity_by_type is not None for j in jobs):
         return None
     if not any(j.gpus >= 2 and j.split_penalty < 1.0 for j in jobs):
@@ -666,8 +668,8 @@ def pattern_search(inst: RoundInstance, jobs: Sequence[Job]) -> str | None:
 
 
 def patterns_apply(inst: RoundInstance, jobs: Sequence[Job]) -> bool:
-    """Whether the pattern stage serves this round (:func:`pattern_search` "exact": the
-    rounds :func:`solve_with_patterns` does not decline)."""
+    """Whether the pattern stage serves this round (:func:`pattern_search` "exact": no
+    floor depends on the split)."""
     return pattern_search(inst, jobs) == "exact"
 
 
@@ -681,7 +683,7 @@ def round_bound(
     """The pattern bound of a round's jobs, seeded with known allocations (best first).
 
     Returns the bound, the counting matrix and the warm starts as its vectors (best first);
-    None where the rows are not stated (per-type matrices, split-dependent floors).
+    None where the rows are not stated (per-type matrices, splits with rounded-down cores).
     """
     data = _model_data(inst, jobs)
     if not data["patterns"] or any(j.sensitivity_by_type is not None for j in jobs):
@@ -708,7 +710,7 @@ def solve_with_patterns(
 
     Column generation gets ``bound_share`` of the time; a start that meets its bound is
     returned at once (proven).  None when the round is not one the rows are stated for
-    (per-type matrices, split-dependent floors).
+    (per-type matrices, splits with rounded-down cores).
     """
     t0 = time.perf_counter()
     share = None if time_limit is None else time_limit * bound_share

@@ -319,9 +319,7 @@ class OptExact:
                 log.info("opt-exact on %s: opt beside the counting MIP meets its bound", inst.name)
                 mine = _relabelled(inst, got, got.upper_bound, [], runnable)
                 return _better_of(inst, mine, tune, self.name, t0)
-            res = CountingResult(  # pragma: no cover - stopped only where it meets it
-                TerminationStatus.TIME_LIMIT, None, None, None, 0.0, 0.0, solver, 0, 0, {}
-            )
+            res = _no_answer(solver, 0.0)  # pragma: no cover - stopped only where it meets it
         if probe is not None and res is not probe:
             res = _merge(probe, res)  # its bound can be the smaller
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
@@ -641,7 +639,12 @@ def _floor_pair_stage(
             floors="exact" if exact else "low",
         )
         best = _merge(high, low)
-        log.info("opt-exact: restriction %s, relaxation %s", high.objective, best.dual_bound)
+        log.info(
+            "opt-exact: restriction %s, then the %s search: bound %s",
+            high.objective,
+            "exact" if exact else "relaxation's",
+            best.dual_bound,
+        )
     rest = left - (time.perf_counter() - t0)
     if best.proven or rest <= 0.1 or stop():
         return best
@@ -686,9 +689,15 @@ def _counting_until(
         return got
     except (DeadlineExceeded, ChildFailed) as e:
         log.warning("opt-exact on %s: the counting MIP's child: %s", inst.name, e)
-        return CountingResult(
-            TerminationStatus.TIME_LIMIT, None, None, None, left, 0.0, options.solver, 0, 0, {}
-        )
+        return _no_answer(options.solver, left)
+
+
+def _no_answer(solver: str, seconds: float) -> CountingResult:
+    """A counting solve that ended without an answer or a bound (its child failed or was
+    killed)."""
+    return CountingResult(
+        TerminationStatus.TIME_LIMIT, None, None, None, seconds, 0.0, solver, 0, 0, {}
+    )
 
 
 def _counting_after(
