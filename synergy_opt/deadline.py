@@ -24,6 +24,7 @@ import multiprocessing as mp
 import os
 import pickle
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +34,10 @@ from typing import Any, TypeVar
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Children are started one at a time: :func:`_main_left_out` swaps attributes of the
+#: ``__main__`` module, which two threads starting children at once would leave swapped.
+_start_lock = threading.Lock()
 
 #: What the forkserver imports once, so that each child starts with them loaded.
 PRELOAD: tuple[str, ...] = (
@@ -145,7 +150,7 @@ class Child:
             return
         recv, send = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
-        with _main_left_out():
+        with _start_lock, _main_left_out():
             self._proc.start()
         send.close()
         self._recv = recv
@@ -200,6 +205,51 @@ def start_child(fn: Callable[..., Any], args: tuple[Any, ...]) -> Child:
     """``fn(*args)`` started in a child process, the caller going on meanwhile (``fn`` and
     ``args`` must pickle: a module-level function)."""
     return Child(fn, args)
+
+
+class PendingChild:
+    """A :class:`Child` started on a thread of its own, the caller going on at once: the
+    first child of a process waits for the forkserver's imports (about 0.1 s on this
+    machine), which the caller need not wait out for a child it may kill unused.
+    :meth:`kill` does not wait either: a child killed before it has started is killed by
+    the thread that starts it (not a daemon thread, so it is done before the interpreter
+    exits)."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._lock = threading.Lock()
+        self._child: Child | None = None
+        self._error: BaseException | None = None
+        self._killed = False
+        self._thread = threading.Thread(target=self._start, args=(fn, args), name="start-child")
+        self._thread.start()
+
+    def _start(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            child = Child(fn, args)
+        except BaseException as e:  # noqa: BLE001 - given to the caller by child()
+            self._error = e
+            return
+        with self._lock:
+            self._child = child
+            killed = self._killed
+        if killed:
+            child.kill()
+
+    def child(self) -> Child:
+        """The started child (waiting for the start); raises :class:`ChildFailed` where
+        the start failed."""
+        self._thread.join()
+        if self._child is None:
+            raise ChildFailed(f"the child did not start: {self._error!r}")
+        return self._child
+
+    def kill(self) -> None:
+        """Stop the child, now if it has started, else as soon as it has; idempotent."""
+        with self._lock:
+            self._killed = True
+            child = self._child
+        if child is not None:
+            child.kill()
 
 
 def run_with_deadline(fn: Callable[..., T], args: tuple[Any, ...], deadline_s: float) -> T:

@@ -165,3 +165,31 @@ def test_ready_says_when_the_answer_is_there() -> None:
     assert quick.result(0.0) == 42
     assert quick.ready()
     assert quick.result(0.0) == 42
+
+
+def test_pending_child_answers_like_a_started_one() -> None:
+    """``PendingChild`` starts its child on a thread: the caller goes on at once and gets
+    the child (and its answer) when it asks."""
+    from synergy_opt.deadline import PendingChild
+
+    t0 = time.perf_counter()
+    pending = PendingChild(operator.mul, (6, 7))
+    assert time.perf_counter() - t0 < 0.45
+    assert pending.child().result(30.0) == 42
+
+
+def test_pending_child_killed_before_its_start_is_killed_once_started() -> None:
+    """``kill`` does not wait for the start; the thread that starts the child kills it."""
+    import multiprocessing as mp
+
+    from synergy_opt.deadline import PendingChild
+
+    pending = PendingChild(time.sleep, (60,))
+    pending.kill()
+    pending.kill()  # idempotent
+    child = pending.child()  # waits for the start only
+    assert not child.ready()
+    t0 = time.perf_counter()
+    while mp.active_children():
+        assert time.perf_counter() - t0 < 5.0, "the child outlived its kill"
+        time.sleep(0.01)

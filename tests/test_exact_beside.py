@@ -250,3 +250,77 @@ def test_opt_exact_returns_the_childs_answer_once_it_meets_its_bound(
     assert got.upper_bound == pytest.approx(at.total_throughput)
     assert check_allocation(inst, got, fair_share=True) == []
     assert {ja.id for ja in got.jobs} == {j.id for j in runnable}
+
+
+@pytest.mark.skipif(not guard_available(), reason="no child processes on this platform")
+def test_early_counting_mip_is_the_search_where_opt_is_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no pattern search serves the round, the counting MIP starts before ``opt``
+    (EARLY_COUNTING); where the clock cuts ``opt``, that MIP is the one waited for, and its
+    answer is the proven optimum."""
+    inst = family_round("mixed-shapes", 32, 0)
+    runnable = select_runnable(inst)
+    proven = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert proven.upper_bound is not None
+    assert proven.total_throughput == pytest.approx(proven.upper_bound, rel=1e-4)
+    weak = make_mechanism("tune", MechanismOptions()).allocate(inst)
+    cut = dataclasses.replace(weak, notes=("time limit reached in 1 solve(s) (counting)",))
+    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: cut)
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: None)
+    monkeypatch.setattr(opt_exact, "EARLY_COUNTING", True)
+    early: list[Any] = []
+    real = opt_exact._counting_until
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        early.append(args[6] if len(args) > 6 else kwargs.get("early"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(opt_exact, "_counting_until", spy)
+    got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert len(early) == 1 and early[0] is not None
+    assert got.total_throughput == pytest.approx(proven.total_throughput, rel=1e-4)
+    assert got.upper_bound is not None
+    assert got.total_throughput == pytest.approx(got.upper_bound, rel=1e-4)
+    assert check_allocation(inst, got, fair_share=True) == []
+    assert {ja.id for ja in got.jobs} == {j.id for j in runnable}
+
+
+@pytest.mark.skipif(not guard_available(), reason="no child processes on this platform")
+def test_early_counting_mip_is_killed_where_opt_ends_on_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``opt`` that ends uncut: the early MIP (from TUNE's answer) is killed and the MIP
+    that runs is a new one from ``opt``'s answer; on a pattern-search round none starts."""
+    inst = family_round("mixed-shapes", 32, 0)
+    weak = make_mechanism("tune", MechanismOptions()).allocate(inst)
+    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: weak)
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: None)
+    monkeypatch.setattr(opt_exact, "EARLY_COUNTING", True)
+    made: list[Any] = []
+    real_early = opt_exact._early_counting
+
+    def spy_early(*args: Any, **kwargs: Any) -> Any:
+        made.append(real_early(*args, **kwargs))
+        return made[-1]
+
+    passed: list[Any] = []
+    real_until = opt_exact._counting_until
+
+    def spy_until(*args: Any, **kwargs: Any) -> Any:
+        passed.append(args[6] if len(args) > 6 else kwargs.get("early"))
+        return real_until(*args, **kwargs)
+
+    monkeypatch.setattr(opt_exact, "_early_counting", spy_early)
+    monkeypatch.setattr(opt_exact, "_counting_until", spy_until)
+    got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
+    assert len(made) == 1 and made[0] is not None and made[0]._killed
+    assert passed == [None]
+    assert got.upper_bound is not None
+    assert got.total_throughput == pytest.approx(got.upper_bound, rel=1e-4)
+    made.clear()
+    split = family_round("split-penalty", 32, 4)
+    make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(split)
+    assert made == []
