@@ -620,7 +620,15 @@ def _pattern_stage(
             stop,
             plain_root=False,  # its plain root is the first search's: the same patterns
         )
-        log.info("opt-exact: second search after opt's %.6g: %s", more_opt.total_throughput, second)
+        log.info(
+            "opt-exact on %s: second search after opt's %.6g: %s",
+            inst.name,
+            more_opt.total_throughput,
+            "none"
+            if second is None
+            else f"{second.objective} (bound {second.dual_bound}, "
+            f"{second.status}; {second.detail})",
+        )
         first = _merge(first, second)
     left -= time.perf_counter() - t0
     if first.proven or left <= 0.1 or stop():
