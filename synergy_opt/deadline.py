@@ -208,45 +208,51 @@ def start_child(fn: Callable[..., Any], args: tuple[Any, ...]) -> Child:
 
 
 class PendingChild:
-    """A :class:`Child` started on a thread of its own, the caller going on at once: the
-    first child of a process waits for the forkserver's imports (about 0.1 s on this
-    machine), which the caller need not wait out for a child it may kill unused.
-    :meth:`kill` does not wait either: a child killed before it has started is killed by
-    the thread that starts it (not a daemon thread, so it is done before the interpreter
-    exits)."""
+    """A :class:`Child` started on a thread of its own after ``delay_s`` seconds, the caller
+    going on at once: a child it may kill unused within them is never started (nor waited
+    for: the first child of a process waits for the forkserver's imports, about 0.1 s on
+    this machine).  :meth:`kill` does not wait either: a child killed while it is being
+    started is killed by the thread that starts it (not a daemon thread, so it is done
+    before the interpreter exits)."""
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], delay_s: float = 0.0) -> None:
         self._lock = threading.Lock()
+        self._killed = threading.Event()
         self._child: Child | None = None
         self._error: BaseException | None = None
-        self._killed = False
-        self._thread = threading.Thread(target=self._start, args=(fn, args), name="start-child")
+        self._thread = threading.Thread(
+            target=self._start, args=(fn, args, delay_s), name="start-child"
+        )
         self._thread.start()
 
-    def _start(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def _start(self, fn: Callable[..., Any], args: tuple[Any, ...], delay_s: float) -> None:
+        if self._killed.wait(delay_s):
+            return
         try:
             child = Child(fn, args)
         except BaseException as e:  # noqa: BLE001 - given to the caller by child()
             self._error = e
             return
-        with self._lock:
+        with self._lock:  # exactly one of this and kill() stops a child killed meanwhile
             self._child = child
-            killed = self._killed
+            killed = self._killed.is_set()
         if killed:
             child.kill()
 
     def child(self) -> Child:
-        """The started child (waiting for the start); raises :class:`ChildFailed` where
-        the start failed."""
+        """The started child (waiting for the delay and the start); raises
+        :class:`ChildFailed` where it was killed first or the start failed."""
         self._thread.join()
         if self._child is None:
-            raise ChildFailed(f"the child did not start: {self._error!r}")
+            why = "killed before it started" if self._error is None else repr(self._error)
+            raise ChildFailed(f"the child did not start: {why}")
         return self._child
 
     def kill(self) -> None:
-        """Stop the child, now if it has started, else as soon as it has; idempotent."""
+        """Stop the child: now if it has started, else it never starts (or is stopped as
+        soon as it has); idempotent."""
         with self._lock:
-            self._killed = True
+            self._killed.set()
             child = self._child
         if child is not None:
             child.kill()

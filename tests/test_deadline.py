@@ -178,18 +178,38 @@ def test_pending_child_answers_like_a_started_one() -> None:
     assert pending.child().result(30.0) == 42
 
 
-def test_pending_child_killed_before_its_start_is_killed_once_started() -> None:
-    """``kill`` does not wait for the start; the thread that starts the child kills it."""
+def test_pending_child_killed_at_once_leaves_no_process() -> None:
+    """``kill`` does not wait for the start; a child killed while being started is killed by
+    the thread that starts it, one killed before is never started."""
     import multiprocessing as mp
 
-    from synergy_opt.deadline import PendingChild
+    from synergy_opt.deadline import ChildFailed, PendingChild
 
     pending = PendingChild(time.sleep, (60,))
     pending.kill()
     pending.kill()  # idempotent
-    child = pending.child()  # waits for the start only
-    assert not child.ready()
+    try:
+        assert not pending.child().ready()
+    except ChildFailed:
+        pass  # killed before its start
     t0 = time.perf_counter()
     while mp.active_children():
         assert time.perf_counter() - t0 < 5.0, "the child outlived its kill"
         time.sleep(0.01)
+
+
+def test_pending_child_killed_within_its_delay_never_starts() -> None:
+    """Killed within ``delay_s``, no child is started and the thread ends at once."""
+    import multiprocessing as mp
+
+    from synergy_opt.deadline import ChildFailed, PendingChild
+
+    t0 = time.perf_counter()
+    pending = PendingChild(operator.mul, (6, 7), delay_s=30.0)
+    pending.kill()
+    with pytest.raises(ChildFailed, match="killed before it started"):
+        pending.child()
+    assert time.perf_counter() - t0 < 5.0
+    assert not mp.active_children()
+    late = PendingChild(operator.mul, (6, 7), delay_s=0.2)
+    assert late.child().result(30.0) == 42

@@ -316,7 +316,9 @@ def test_early_counting_mip_is_killed_where_opt_ends_on_its_own(
     monkeypatch.setattr(opt_exact, "_early_counting", spy_early)
     monkeypatch.setattr(opt_exact, "_counting_until", spy_until)
     got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
-    assert len(made) == 1 and made[0] is not None and made[0]._killed
+    assert len(made) == 1 and made[0] is not None
+    with pytest.raises(ChildFailed, match="killed before it started"):
+        made[0].child()  # killed within its delay: never started
     assert passed == [None]
     assert got.upper_bound is not None
     assert got.total_throughput == pytest.approx(got.upper_bound, rel=1e-4)

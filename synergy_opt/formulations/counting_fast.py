@@ -553,22 +553,12 @@ def solve_counting_call(
     time_limit: float,
     threads: int | None,
     warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]],
-    delay_s: float = 0.0,
 ) -> CountingResult:
     """:func:`solve_counting` with positional arguments, for a child process
     (:func:`synergy_opt.deadline.start_child`): a function of this module, so the child
-    imports only the counting model to run it (the forkserver preloads it).  ``delay_s``:
-    wait that long first (out of ``time_limit``), so that a child started beside work
-    that often makes it moot within that time is killed before it takes a core."""
-    if delay_s > 0:
-        time.sleep(delay_s)
+    imports only the counting model to run it (the forkserver preloads it)."""
     return solve_counting(
-        inst,
-        jobs,
-        solver=solver,
-        time_limit=max(time_limit - delay_s, 1e-3),
-        threads=threads,
-        warm_start=warm_start,
+        inst, jobs, solver=solver, time_limit=time_limit, threads=threads, warm_start=warm_start
     )
 
 

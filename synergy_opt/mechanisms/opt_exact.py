@@ -186,8 +186,8 @@ STOP_POLL_S: float = 0.05
 #: answer, instead of after it from ``opt``'s: ``opt``'s first run is then no longer time
 #: the MIP waits out (it is killed at once where ``opt`` meets its bound).
 EARLY_COUNTING: bool = True
-#: ... after this many seconds (its child waits them out first): ``opt`` alone proves most
-#: rounds within them, and the MIP beside it would only take a core from it.
+#: ... after this many seconds: ``opt`` alone proves most rounds within them, and then the
+#: child is never started (nor waited for at exit).
 EARLY_DELAY_S: float = 0.5
 
 
@@ -752,17 +752,17 @@ def _early_counting(
     left: float,
     tune: Allocation,
 ) -> PendingChild | None:
-    """The counting MIP started in a child before ``opt``'s first run, from TUNE's answer,
-    waiting :data:`EARLY_DELAY_S` first, where the MIP is the search (no pattern search
-    serves the round), the machine has two cores and :data:`EARLY_COUNTING` is on; None
-    otherwise.  Started from a thread, so ``opt`` does not wait for the forkserver."""
+    """The counting MIP started in a child :data:`EARLY_DELAY_S` after ``opt``'s first run
+    begins (from a thread: :class:`~synergy_opt.deadline.PendingChild`), from TUNE's answer,
+    where the MIP is the search (no pattern search serves the round), the machine has two
+    cores and :data:`EARLY_COUNTING` is on; None otherwise."""
     if not EARLY_COUNTING or usable_cores() < 2 or not guard_available():
         return None
     whole = {ja.id for ja in tune.jobs} == {j.id for j in runnable}
     starts = [{ja.id: ja.placement for ja in tune.jobs}] if whole else []
     delay = min(EARLY_DELAY_S, left / 2)
-    args = (inst, runnable, options.solver, left, options.threads, starts, delay)
-    return PendingChild(solve_counting_call, args)
+    args = (inst, runnable, options.solver, left - delay, options.threads, starts)
+    return PendingChild(solve_counting_call, args, delay)
 
 
 def _no_answer(solver: str, seconds: float) -> CountingResult:
