@@ -252,6 +252,25 @@ def test_opt_exact_returns_the_childs_answer_once_it_meets_its_bound(
     assert {ja.id for ja in got.jobs} == {j.id for j in runnable}
 
 
+def _early_round(monkeypatch: pytest.MonkeyPatch, first_opt: Allocation) -> list[Any]:
+    """``opt-exact`` on two cores with ``first_opt`` as its first ``opt`` answer, no ``opt``
+    beside and EARLY_COUNTING on; returns the list that records the early MIP handed to
+    each ``_counting_until`` call."""
+    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: first_opt)
+    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
+    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: None)
+    monkeypatch.setattr(opt_exact, "EARLY_COUNTING", True)
+    passed: list[Any] = []
+    real = opt_exact._counting_until
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        passed.append(args[6] if len(args) > 6 else kwargs.get("early"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(opt_exact, "_counting_until", spy)
+    return passed
+
+
 @pytest.mark.skipif(not guard_available(), reason="no child processes on this platform")
 def test_early_counting_mip_is_the_search_where_opt_is_cut(
     monkeypatch: pytest.MonkeyPatch,
@@ -266,18 +285,7 @@ def test_early_counting_mip_is_the_search_where_opt_is_cut(
     assert proven.total_throughput == pytest.approx(proven.upper_bound, rel=1e-4)
     weak = make_mechanism("tune", MechanismOptions()).allocate(inst)
     cut = dataclasses.replace(weak, notes=("time limit reached in 1 solve(s) (counting)",))
-    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: cut)
-    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
-    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: None)
-    monkeypatch.setattr(opt_exact, "EARLY_COUNTING", True)
-    early: list[Any] = []
-    real = opt_exact._counting_until
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        early.append(args[6] if len(args) > 6 else kwargs.get("early"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(opt_exact, "_counting_until", spy)
+    early = _early_round(monkeypatch, cut)
     got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
     assert len(early) == 1 and early[0] is not None
     assert got.total_throughput == pytest.approx(proven.total_throughput, rel=1e-4)
@@ -295,10 +303,7 @@ def test_early_counting_mip_is_killed_where_opt_ends_on_its_own(
     that runs is a new one from ``opt``'s answer; on a pattern-search round none starts."""
     inst = family_round("mixed-shapes", 32, 0)
     weak = make_mechanism("tune", MechanismOptions()).allocate(inst)
-    monkeypatch.setattr(opt_exact, "_run_opt", lambda *a, **k: weak)
-    monkeypatch.setattr(opt_exact, "usable_cores", lambda: 2)
-    monkeypatch.setattr(opt_exact, "_opt_beside", lambda *a, **k: None)
-    monkeypatch.setattr(opt_exact, "EARLY_COUNTING", True)
+    passed = _early_round(monkeypatch, weak)
     made: list[Any] = []
     real_early = opt_exact._early_counting
 
@@ -306,15 +311,7 @@ def test_early_counting_mip_is_killed_where_opt_ends_on_its_own(
         made.append(real_early(*args, **kwargs))
         return made[-1]
 
-    passed: list[Any] = []
-    real_until = opt_exact._counting_until
-
-    def spy_until(*args: Any, **kwargs: Any) -> Any:
-        passed.append(args[6] if len(args) > 6 else kwargs.get("early"))
-        return real_until(*args, **kwargs)
-
     monkeypatch.setattr(opt_exact, "_early_counting", spy_early)
-    monkeypatch.setattr(opt_exact, "_counting_until", spy_until)
     got = make_mechanism("opt-exact", MechanismOptions(time_limit_s=30)).allocate(inst)
     assert len(made) == 1 and made[0] is not None
     with pytest.raises(ChildFailed, match="killed before it started"):
