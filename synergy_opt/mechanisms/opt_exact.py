@@ -34,6 +34,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from synergy_opt.check import check_allocation
 from synergy_opt.deadline import (
@@ -182,9 +183,10 @@ BESIDE_GRACE_S: float = 0.5
 #: and ``opt``'s answer, proven by that bound, returned at once).
 STOP_POLL_S: float = 0.05
 #: Where the counting MIP is the search (no pattern search serves the round) and the
-#: machine has two cores, the MIP starts in a child before ``opt``'s first run, from TUNE's
-#: answer, instead of after it from ``opt``'s: ``opt``'s first run is then no longer time
-#: the MIP waits out (it is killed at once where ``opt`` meets its bound).
+#: machine has two cores, the MIP starts in a child while ``opt``'s first run goes on, from
+#: TUNE's answer, instead of after it from ``opt``'s: a first run the clock cuts is then no
+#: longer time the MIP waits out (where ``opt`` ends on its own the child is killed, and a
+#: MIP still needed starts from ``opt``'s answer).
 EARLY_COUNTING: bool = True
 #: ... after this many seconds: ``opt`` alone proves most rounds within them, and then the
 #: child is never started (nor waited for at exit).
@@ -251,12 +253,7 @@ class OptExact:
             log.info("opt-exact on %s: opt's answer meets its bound", inst.name)
             mine = _relabelled(inst, heuristic, heuristic.upper_bound, [], runnable)
             return _better_of(inst, mine, tune, self.name, t0)
-        ids = {j.id for j in runnable}
-        starts: list[Mapping[str, Sequence[PlacementPart]]] = [
-            {ja.id: ja.placement for ja in a.jobs}
-            for a in (heuristic, tune)
-            if {ja.id for ja in a.jobs} == ids
-        ]
+        starts = _starts_of((heuristic, tune), runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
         probe = None
@@ -608,8 +605,7 @@ def _pattern_stage(
     ):
         more_opt = retry()
         later.append(more_opt)
-        if {ja.id for ja in more_opt.jobs} == {j.id for j in runnable}:
-            starts = [{ja.id: ja.placement for ja in more_opt.jobs}, *starts]
+        starts = [*_starts_of((more_opt,), runnable), *starts]
         rest = left - (time.perf_counter() - t0)
         second = _search(
             inst,
@@ -741,8 +737,32 @@ def _counting_child(
     starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
 ) -> Child:
     """The counting MIP for ``left`` seconds from ``starts``, started in a child process."""
-    args = (inst, runnable, options.solver, left, options.threads, starts)
-    return start_child(solve_counting_call, args)
+    return start_child(solve_counting_call, _counting_args(inst, runnable, options, left, starts))
+
+
+def _counting_args(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    options: MechanismOptions,
+    left: float,
+    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
+) -> tuple[Any, ...]:
+    """:func:`~.counting_fast.solve_counting_call`'s arguments: the MIP for ``left``
+    seconds from ``starts``."""
+    return (inst, runnable, options.solver, left, options.threads, starts)
+
+
+def _starts_of(
+    allocations: Sequence[Allocation], runnable: Sequence[Job]
+) -> list[Mapping[str, Sequence[PlacementPart]]]:
+    """The placements (job id -> parts) of those ``allocations`` that schedule exactly the
+    runnable set, in their order: the MIP starts a search accepts."""
+    ids = {j.id for j in runnable}
+    return [
+        {ja.id: ja.placement for ja in a.jobs}
+        for a in allocations
+        if {ja.id for ja in a.jobs} == ids
+    ]
 
 
 def _early_counting(
@@ -758,10 +778,8 @@ def _early_counting(
     cores and :data:`EARLY_COUNTING` is on; None otherwise."""
     if not EARLY_COUNTING or usable_cores() < 2 or not guard_available():
         return None
-    whole = {ja.id for ja in tune.jobs} == {j.id for j in runnable}
-    starts = [{ja.id: ja.placement for ja in tune.jobs}] if whole else []
     delay = min(EARLY_DELAY_S, left / 2)
-    args = (inst, runnable, options.solver, left - delay, options.threads, starts)
+    args = _counting_args(inst, runnable, options, left - delay, _starts_of((tune,), runnable))
     return PendingChild(solve_counting_call, args, delay)
 
 
