@@ -384,10 +384,12 @@ def test_dive_bounds_on_patterns_hold_in_the_master() -> None:
 def test_the_search_takes_its_incumbent_from_a_dive(monkeypatch: Any) -> None:
     """Cold-started on 32-GPU seed 5, the optimum the search proves is the one its root
     dive packed (the dive is wired into the search, not only callable); reduced-cost
-    fixing's packing, the packing at the leaf's points and the integer masters, which come
+    fixing's packing, the packing at the leaf's points (with its free classes' points too,
+    ``FREE_PACK``, which packs this optimum first) and the integer masters, which come
     first, are switched off here (tested on their own), and so is the leaf MIP's short
     try (``LEAF_QUICK_S``), which settles this round's leaves before their dives."""
     monkeypatch.setattr(bp, "LEAF_QUICK_S", 0.0)
+    monkeypatch.setattr(bp, "FREE_PACK", False)
     monkeypatch.setattr(bp, "_reach", lambda *args: None)
     monkeypatch.setattr(bp, "PACK_POINTS", False)
     monkeypatch.setattr(bp, "_restricted_ip", lambda *a, **k: None)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from synergy_opt.check import check_allocation, fair_share_floor
 from synergy_opt.formulations import packing
 from synergy_opt.formulations.packing_cp import build_packing_cp, solve_packing
+from synergy_opt.formulations.packing_data import with_free
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
 from synergy_opt.mechanisms import opt_exact as exact_module
@@ -90,6 +91,9 @@ def test_cp_sat_rows_carry_the_markdown_names() -> None:
     spread = {j.id for j in ctx.runnable if j.gpus >= 2}
     data = packing.packing_data(inst, ctx.runnable, ctx.points, spread)
     assert data.spread and data.groups
+    # a free class too ((pk11), (pk12), f): the first group's jobs at its own point
+    gr = data.groups[0]
+    data = with_free(data, [(gr.jobs, [(gr.servers[0], gr.cpus, gr.mem_gb, 1.0)])], 0.0)
     proto = build_packing_cp(data, fewest_parts=True).model.proto
     rows = {c.name.split("[")[0] for c in proto.constraints}
     variables = {v.name.split("[")[0] for v in proto.variables}

@@ -17,6 +17,11 @@ feasible exactly when this model is.
     (pk8)  sum_d g_d n[d, s] + sum_j a[j, s] <= G_s  per-server GPUs
     (pk9)  sum_d c_d n[d, s] + sum_j p[j, s] <= C_s  per-server cores
     (pk10) sum_d m_d n[d, s] + sum_j q[j, s] <= M_s  per-server memory
+    (pk11) sum_o f[e, o] = N_e                       every free job at one option
+    (pk12) sum_{e,o} w_o f[e, o] >= W                the free jobs' throughput
+
+(free groups e, whose jobs pick their point, add g_e f, c_o f and m_o f on the option's
+server to (pk8)-(pk10)).
 
 :func:`build_packing_lp` is the reference of its pattern LP (``formulations/packing_lp.md``),
 whose positive shortfall proves that no packing exists; the fast path is
@@ -25,6 +30,7 @@ whose positive shortfall proves that no packing exists; the fast path is
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyomo.environ as pyo
@@ -72,7 +78,14 @@ def build_packing(data: PackingData) -> pyo.ConcreteModel:
     m.u = pyo.Var(m.JS, domain=pyo.Binary, doc="spread job j has a part on s")
     m.p = pyo.Var(m.JS, domain=pyo.NonNegativeIntegers, doc="cores of spread job j on s")
     m.q = pyo.Var(m.JS, domain=pyo.NonNegativeReals, doc="GB of spread job j on s")
-    groups, spread = data.groups, data.spread
+    m.FO = pyo.Set(
+        dimen=2,
+        ordered=True,
+        initialize=[(e, o) for e, fr in enumerate(data.free) for o in range(len(fr.options))],
+        doc="(free group, option): a server and a point one of its jobs may take",
+    )
+    m.f = pyo.Var(m.FO, domain=pyo.NonNegativeIntegers, doc="free jobs of group e at option o")
+    groups, spread, free = data.groups, data.spread, data.free
 
     @m.Objective(sense=pyo.minimize)
     def pk0_fewest_parts(m: pyo.ConcreteModel) -> Any:
@@ -112,28 +125,49 @@ def build_packing(data: PackingData) -> pyo.ConcreteModel:
     def pk7_part_mem(m: pyo.ConcreteModel, j: int, s: int) -> Any:
         return m.q[j, s] <= M[s] * m.u[j, s]
 
+    @m.Constraint(range(len(free)))
+    def pk11_free_jobs(m: pyo.ConcreteModel, e: int) -> Any:
+        if not free[e].options:
+            return pyo.Constraint.Infeasible
+        return pyo.quicksum(m.f[e, o] for o in range(len(free[e].options))) == len(free[e].jobs)
+
+    @m.Constraint([0] if data.free_worth is not None and math.isfinite(data.free_worth) else [])
+    def pk12_free_worth(m: pyo.ConcreteModel, _: int) -> Any:
+        worth = pyo.quicksum(free[e].options[o][3] * m.f[e, o] for e, o in m.FO)
+        return worth >= data.free_worth
+
     on_d: dict[int, list[int]] = {s: [] for s in G}
     on_j: dict[int, list[int]] = {s: [] for s in G}
+    on_f: dict[int, list[tuple[int, int]]] = {s: [] for s in G}
     for d, s in m.DS:
         on_d[s].append(d)
     for j, s in m.JS:
         on_j[s].append(j)
+    for e, o in m.FO:
+        on_f[free[e].options[o][0]].append((e, o))
 
-    held = [s for s in G if on_d[s] or on_j[s]]  # rows for servers nobody may use are skipped
+    # rows for servers nobody may use are skipped
+    held = [s for s in G if on_d[s] or on_j[s] or on_f[s]]
+
+    def took(s: int, r: int) -> Any:
+        """What server s's free jobs take of resource r (0 GPUs, 1 cores, 2 GB)."""
+        return pyo.quicksum(
+            (free[e].gpus if r == 0 else free[e].options[o][r]) * m.f[e, o] for e, o in on_f[s]
+        )
 
     @m.Constraint(held)
     def pk8_gpu_capacity(m: pyo.ConcreteModel, s: int) -> Any:
-        whole = pyo.quicksum(groups[d].gpus * m.n[d, s] for d in on_d[s])
+        whole = pyo.quicksum(groups[d].gpus * m.n[d, s] for d in on_d[s]) + took(s, 0)
         return whole + pyo.quicksum(m.a[j, s] for j in on_j[s]) <= G[s]
 
     @m.Constraint(held)
     def pk9_cpu_capacity(m: pyo.ConcreteModel, s: int) -> Any:
-        whole = pyo.quicksum(groups[d].cpus * m.n[d, s] for d in on_d[s])
+        whole = pyo.quicksum(groups[d].cpus * m.n[d, s] for d in on_d[s]) + took(s, 1)
         return whole + pyo.quicksum(m.p[j, s] for j in on_j[s]) <= C[s]
 
     @m.Constraint(held)
     def pk10_mem_capacity(m: pyo.ConcreteModel, s: int) -> Any:
-        whole = pyo.quicksum(groups[d].mem_gb * m.n[d, s] for d in on_d[s])
+        whole = pyo.quicksum(groups[d].mem_gb * m.n[d, s] for d in on_d[s]) + took(s, 2)
         return whole + pyo.quicksum(m.q[j, s] for j in on_j[s]) <= M[s]
 
     return m

@@ -9,14 +9,20 @@ finds it in about a second.
 
 Memory is counted in :data:`~.packing_data.MEM_UNIT_GB` units, demands rounded up and
 capacities down, so every packing found keeps every GB (the deployment max-flow checks it
-again).  One worker and a deterministic budget (the caller's ``deterministic_s``): the same
-model gives the same packing on every run and machine; a wall-clock limit, where given, can
-cut it short, and the result says so (``TIME_LIMIT``).
+again); free jobs' throughputs (``data.free``) in :data:`WORTH_UNIT` units, rounded down
+against a floor rounded up.  ``relax=True`` rounds every one of these the other way: then
+every real packing is a solution, so INFEASIBLE and the best worth's bound are proofs,
+while the packings found are not used.
+
+One worker and a deterministic budget (the caller's ``deterministic_s``): the same model
+gives the same packing on every run and machine; a wall-clock limit, where given, can cut
+it short, and the result says so (``TIME_LIMIT``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +37,9 @@ from synergy_opt.formulations.packing_lp import (
 )
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.solve import TerminationStatus
+
+#: Throughput unit of the free jobs' worth in CP-SAT's integer rows.
+WORTH_UNIT: float = 1e-6
 
 #: Whole GPUs per server for every job: job id -> ((server index, GPUs), ...), server order.
 Plan = dict[str, tuple[tuple[int, int], ...]]
@@ -50,6 +59,11 @@ class PackingResult:
     #: Per spread job, (server, cores, GB) of each part where a packing was found: the
     #: cores and memory CP-SAT drew from each server of its span.
     resources: Mapping[str, tuple[tuple[int, int, float], ...]] | None = None
+    #: Per free job (``data.free``), the (cores, GB, throughput) it was given.
+    points: Mapping[str, tuple[int, float, float]] | None = None
+    #: With ``most_worth``: the solver's bound on the free jobs' throughput (a proof only
+    #: of a ``relax`` model; OPTIMAL: the best one).
+    worth_bound: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,21 +77,34 @@ class PackingModel:
     a: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...]
     #: Per spread job, (server, p[j, s], q[j, s]): its cores and memory units there.
     pq: tuple[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...], ...] = ()
+    #: Per free group, (option, f[e, o]) pairs.
+    f: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...] = ()
+    #: The free jobs' throughput in :data:`WORTH_UNIT` units.
+    worth: cp_model.LinearExprT = 0
 
 
-def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> PackingModel:
-    """(pk1)-(pk10) of ``formulations/packing.md`` as a CP-SAT model; ``fewest_parts``
-    adds (pk0) as its objective (otherwise the first packing is the answer)."""
+def build_packing_cp(
+    data: PackingData,
+    *,
+    fewest_parts: bool = False,
+    most_worth: bool = False,
+    relax: bool = False,
+) -> PackingModel:
+    """(pk1)-(pk12) of ``formulations/packing.md`` as a CP-SAT model; ``fewest_parts``
+    adds (pk0) as its objective, ``most_worth`` the free jobs' throughput instead
+    (otherwise the first packing is the answer); ``relax`` rounds GB and throughputs so
+    that the model relaxes the real one (module docstring)."""
     m = cp_model.CpModel()
+    demand, capacity = (units_down, units_up) if relax else (units_up, units_down)
     G = [s[0] for s in data.servers]
     C = [s[1] for s in data.servers]
-    M = [units_down(s[2]) for s in data.servers]
+    M = [capacity(s[2]) for s in data.servers]
     gpu: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     cpu: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     mem: list[list[cp_model.LinearExprT]] = [[] for _ in G]
     n_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     for d, gr in enumerate(data.groups):
-        need, mu = len(gr.jobs), units_up(gr.mem_gb)
+        need, mu = len(gr.jobs), demand(gr.mem_gb)
         got: list[tuple[int, cp_model.IntVar]] = []
         for s in gr.servers:
             cap = min(need, G[s] // gr.gpus)
@@ -98,7 +125,7 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
     pq_vars: list[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...]] = []
     used: list[cp_model.IntVar] = []
     for j, sj in enumerate(data.spread):
-        g, mu = sj.job.gpus, units_up(sj.mem_gb)
+        g, mu = sj.job.gpus, demand(sj.mem_gb)
         parts: list[tuple[int, cp_model.IntVar]] = []
         cores: list[cp_model.IntVar] = []
         gbs: list[cp_model.IntVar] = []
@@ -128,15 +155,41 @@ def build_packing_cp(data: PackingData, *, fewest_parts: bool = False) -> Packin
         m.add(sum(gbs) == mu).with_name(f"pk4_spread_mem[{j}]")
         a_vars.append(tuple(parts))
         pq_vars.append(tuple(drawn))
+    f_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
+    worth: list[cp_model.LinearExprT] = []
+    for e, fr in enumerate(data.free):
+        need, g = len(fr.jobs), fr.gpus
+        options: list[tuple[int, cp_model.IntVar]] = []
+        for o, (s, c, gb, w) in enumerate(fr.options):
+            mu = demand(gb)
+            cap = min(need, G[s] // g, C[s] // c if c else need, M[s] // mu if mu else need)
+            if cap <= 0:
+                continue
+            v = m.new_int_var(0, cap, f"f[{e},{o}]")
+            options.append((o, v))
+            gpu[s].append(g * v)
+            cpu[s].append(c * v)
+            mem[s].append(mu * v)
+            units = w / WORTH_UNIT
+            worth.append(int(math.ceil(units - 1e-6) if relax else math.floor(units + 1e-6)) * v)
+        m.add(sum(v for _, v in options) == need).with_name(f"pk11_free_jobs[{e}]")
+        f_vars.append(tuple(options))
+    total = sum(worth)
+    if data.free_worth is not None and math.isfinite(data.free_worth):
+        floor = data.free_worth / WORTH_UNIT
+        at_least = math.floor(floor + 1e-6) if relax else math.ceil(floor - 1e-6)
+        m.add(total >= at_least).with_name("pk12_free_worth[0]")
     for s in range(len(G)):
         if not gpu[s]:
             continue
         m.add(sum(gpu[s]) <= G[s]).with_name(f"pk8_gpu_capacity[{s}]")
         m.add(sum(cpu[s]) <= C[s]).with_name(f"pk9_cpu_capacity[{s}]")
         m.add(sum(mem[s]) <= M[s]).with_name(f"pk10_mem_capacity[{s}]")
-    if fewest_parts and used:
+    if most_worth and worth:
+        m.maximize(total)
+    elif fewest_parts and used:
         m.minimize(sum(used))
-    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars))
+    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars), tuple(f_vars), total)
 
 
 def solve_packing(
@@ -145,18 +198,24 @@ def solve_packing(
     deterministic_s: float,
     time_limit: float | None = None,
     fewest_parts: bool = False,
+    most_worth: bool = False,
+    relax: bool = False,
     hint: PlanView | None = None,
+    hint_points: Mapping[str, tuple[int, float, float]] | None = None,
     whole: Mapping[tuple[int, int], int] | None = None,
 ) -> PackingResult:
     """A first packing of ``data`` within ``deterministic_s`` of CP-SAT's deterministic time
     (about seconds of one core) and, where given, ``time_limit`` wall seconds; with
     ``fewest_parts`` the one with the fewest parts of spread jobs found in that budget
-    (``hint``: a packing to start from, e.g. a first one).  ``whole`` fixes every n[d, s]
-    (missing pairs at 0): only the spread jobs are then placed, around those whole jobs."""
+    (``hint``: a packing to start from, e.g. a first one, ``hint_points`` its free jobs'
+    points), with ``most_worth`` the one whose free jobs are worth most, and its bound.
+    ``whole`` fixes every n[d, s] (missing pairs at 0): only the spread jobs are then
+    placed, around those whole jobs.
+    ``relax``: the relaxation of :func:`build_packing_cp` (its verdicts are proofs)."""
     t0 = time.perf_counter()
-    pm = build_packing_cp(data, fewest_parts=fewest_parts)
+    pm = build_packing_cp(data, fewest_parts=fewest_parts, most_worth=most_worth, relax=relax)
     if hint is not None:
-        _add_hint(data, pm, hint)
+        _add_hint(data, pm, hint, hint_points)
     if whole is not None:
         for d, got in enumerate(pm.n):
             for s, v in got:
@@ -170,13 +229,17 @@ def solve_packing(
     code = solver.solve(pm.model)
     seconds = time.perf_counter() - t0
     dtime = float(solver.deterministic_time)
+    bound = solver.best_objective_bound * WORTH_UNIT if most_worth and pm.f else None
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        plan, points = _plan(data, pm, solver)
         return PackingResult(
             TerminationStatus.OPTIMAL,
-            _plan(data, pm, solver),
+            plan,
             seconds,
             dtime,
             _resources(data, pm, solver),
+            points,
+            bound,
         )
     if code == cp_model.INFEASIBLE:
         status = TerminationStatus.INFEASIBLE
@@ -185,11 +248,17 @@ def solve_packing(
         status = TerminationStatus.TIME_LIMIT if cut else TerminationStatus.LIMIT
     else:  # pragma: no cover - MODEL_INVALID: a bug in the builder
         status = TerminationStatus.ERROR
-    return PackingResult(status, None, seconds, dtime)
+    return PackingResult(status, None, seconds, dtime, worth_bound=bound)
 
 
-def _add_hint(data: PackingData, pm: PackingModel, plan: PlanView) -> None:
-    """``plan``'s values as CP-SAT's hint for every n and a variable."""
+def _add_hint(
+    data: PackingData,
+    pm: PackingModel,
+    plan: PlanView,
+    points: Mapping[str, tuple[int, float, float]] | None = None,
+) -> None:
+    """``plan``'s values as CP-SAT's hint for every n and a variable, and every f where
+    ``points`` gives the free jobs' points."""
     for gr, got in zip(data.groups, pm.n, strict=True):
         on: dict[int, int] = {}
         for job in gr.jobs:
@@ -201,10 +270,25 @@ def _add_hint(data: PackingData, pm: PackingModel, plan: PlanView) -> None:
         gpus = dict(plan[sj.job.id])
         for s, v in parts:
             pm.model.add_hint(v, gpus.get(s, 0))
+    for fr, options in zip(data.free if points is not None else (), pm.f, strict=False):
+        assert points is not None
+        at: dict[int, int] = {}  # option -> jobs there, read from the plan's server and point
+        index = {opt: o for o, opt in enumerate(fr.options)}
+        for job in fr.jobs:
+            (s, _), *_ = plan[job.id]
+            c, gb, w = points[job.id]
+            o = index.get((s, c, gb, w))
+            if o is not None:
+                at[o] = at.get(o, 0) + 1
+        for o, v in options:
+            pm.model.add_hint(v, at.get(o, 0))
 
 
-def _plan(data: PackingData, pm: PackingModel, solver: cp_model.CpSolver) -> Plan:
-    """Whole jobs of a group go to its servers in order, members in the group's order."""
+def _plan(
+    data: PackingData, pm: PackingModel, solver: cp_model.CpSolver
+) -> tuple[Plan, dict[str, tuple[int, float, float]]]:
+    """Whole jobs of a group go to its servers in order, members in the group's order (free
+    jobs to their options so); the free jobs' points beside."""
     plan: Plan = {}
     for gr, got in zip(data.groups, pm.n, strict=True):
         members = iter(gr.jobs)
@@ -213,7 +297,16 @@ def _plan(data: PackingData, pm: PackingModel, solver: cp_model.CpSolver) -> Pla
                 plan[next(members).id] = ((s, gr.gpus),)
     for sj, parts in zip(data.spread, pm.a, strict=True):
         plan[sj.job.id] = tuple((s, k) for s, v in parts if (k := int(solver.value(v))) > 0)
-    return plan
+    points: dict[str, tuple[int, float, float]] = {}
+    for fr, options in zip(data.free, pm.f, strict=True):
+        members = iter(fr.jobs)
+        for o, v in options:
+            s, c, gb, w = fr.options[o]
+            for _ in range(int(solver.value(v))):
+                jid = next(members).id
+                plan[jid] = ((s, fr.gpus),)
+                points[jid] = (c, gb, w)
+    return plan, points
 
 
 def _resources(

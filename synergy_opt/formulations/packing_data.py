@@ -56,6 +56,17 @@ class SpreadJob:
 
 
 @dataclass(frozen=True, slots=True)
+class FreeGroup:
+    """Whole jobs of one class whose points the packing picks (a free class at a leaf of
+    branch-and-price, ``formulations/branch_price.md``): each job takes one of
+    ``options``, (server, cores, GB, throughput)."""
+
+    jobs: tuple[Job, ...]
+    gpus: int
+    options: tuple[tuple[int, int, float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PackingData:
     """The plain data both models are built from (:func:`packing_data`)."""
 
@@ -63,6 +74,10 @@ class PackingData:
     spread: tuple[SpreadJob, ...]
     #: (GPUs, cores, GB) per server, in cluster order.
     servers: tuple[tuple[int, int, float], ...]
+    #: Classes whose jobs' points the packing picks (:func:`with_free`).
+    free: tuple[FreeGroup, ...] = ()
+    #: The free jobs' throughput at least this (``None`` or ``-inf``: any).
+    free_worth: float | None = None
 
 
 def packing_data(
@@ -97,3 +112,16 @@ def packing_data(
     groups = tuple(WholeGroup(tuple(js), g, c, m, fits) for (g, c, m, fits), js in by_key.items())
     shapes = tuple((s.gpus, int(s.cpus), float(s.mem_gb)) for s in srv)
     return PackingData(groups, tuple(spreads), shapes)
+
+
+def with_free(
+    data: PackingData,
+    free: Sequence[tuple[Sequence[Job], Sequence[tuple[int, int, float, float]]]],
+    worth: float | None,
+) -> PackingData:
+    """``data`` with whole jobs whose points the packing picks: per class its jobs (one
+    GPU count) and their (server, cores, GB, throughput) options, worth ``worth`` in all."""
+    groups = tuple(
+        FreeGroup(tuple(js), js[0].gpus, tuple(sorted(set(opts)))) for js, opts in free if js
+    )
+    return PackingData(data.groups, data.spread, data.servers, groups, worth)
