@@ -9,7 +9,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synergy_opt.formulations.branch_node import INT_EPS, Node, _NodeLP, _split_point
 from synergy_opt.formulations.counting import Point
@@ -18,6 +18,9 @@ from synergy_opt.formulations.packing_flow import Choice
 from synergy_opt.formulations.packing_lp import refute_packing
 from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import Job, PlacementPart, RoundInstance
+
+if TYPE_CHECKING:  # OR-Tools is imported where a packing is solved
+    from synergy_opt.formulations.packing_cp import PackingResult
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +231,7 @@ def _pack_free(
     fdata = with_free(pdata, free, floor)
     fixed_worth = target - floor
 
-    def solve(budget: float, **kw: Any) -> packing_cp.PackingResult | None:
+    def solve(budget: float, **kw: Any) -> PackingResult | None:
         left = deadline - time.perf_counter()
         if left <= 0:
             return None
@@ -267,11 +270,11 @@ def _pack_free(
 
 def _placements(
     data: Mapping[str, Any],
-    res: Any,
+    res: PackingResult,
     points: Mapping[str, Point],
     spread: frozenset[str],
 ) -> dict[str, list[PlacementPart]]:
-    """A CP-SAT packing (:class:`.packing_cp.PackingResult`) as placements: whole jobs at
+    """A CP-SAT packing as placements: whole jobs at
     their points, spread jobs with the cores and GB drawn from each server."""
     assert res.plan is not None and res.resources is not None
     names = data["server_names"]
