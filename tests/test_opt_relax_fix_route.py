@@ -109,4 +109,5 @@ def test_route_runs_late() -> None:
     assert ROUTES["counting-relax-fix"].late
     late = [name for name, r in ROUTES.items() if r.late]
     assert set(late) == {"packing", "counting-full-servers", "counting-near", "counting-relax-fix"}
-    assert late_routes()[0].name == "counting-relax-fix"  # tried first of them (late_rank)
+    # after the packing, which reaches the bound in about a second where the points pack
+    assert [r.name for r in late_routes()][:2] == ["packing", "counting-relax-fix"]

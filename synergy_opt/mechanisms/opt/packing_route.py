@@ -332,7 +332,7 @@ def _parts(plan: GpuPlan) -> int:
     return sum(len(parts) for parts in plan.values())
 
 
-@route("packing", spreads=True, spread_only=False, late=True, late_rank=1)
+@route("packing", spreads=True, spread_only=False, late=True, late_rank=0)
 def packing_route(ctx: RoundContext) -> GpuPlan:
     """The tightest super-machine's points packed onto the servers by CP-SAT."""
     return packing_plan(ctx)
