@@ -92,25 +92,31 @@ class _LeafPoints:
         """What the arc flow is asked: the packing of the jobs whose point the node fixes,
         and for each free class its whole jobs at points of their choice, worth at least
         ``floor`` in all (``None`` without free classes: then no packing at all)."""
-        free = set(self.free)
-        k_of = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
-        kept = [j for j in jobs if j.id in self.spread or k_of[j.id] not in free]
+        members = self.free_jobs(jobs, data)
+        taken = {j.id for js in members.values() for j in js}
+        kept = [j for j in jobs if j.id not in taken]
         pdata = packing_data(inst, kept, self.points, self.spread)
-        if not free:
+        if not members:
             return pdata, (), None
-        options: dict[int, set[tuple[int, float]]] = {k: set() for k in free}
+        options: dict[int, set[tuple[int, float]]] = {k: set() for k in members}
         for (_, k, _), (c, _, w) in data["x_point"].items():
-            if k in free:
+            if k in members:
                 options[k].add((int(c), float(w)))
-        counts = {k: 0 for k in free}
-        for j in jobs:
-            if j.id not in self.spread and k_of[j.id] in free:
-                counts[k_of[j.id]] += 1
         choices = tuple(
-            Choice(counts[k], data["g"][k], tuple(sorted(options[k]))) for k in sorted(free)
+            Choice(len(js), data["g"][k], tuple(sorted(options[k]))) for k, js in members.items()
         )
         fixed = math.fsum(self.points[j.id][2] for j in kept)
         return pdata, choices, floor - fixed
+
+    def free_jobs(self, jobs: Sequence[Job], data: Mapping[str, Any]) -> dict[int, list[Job]]:
+        """Per free class (in class order), its jobs of ``jobs`` that are whole: those whose
+        point the packing picks."""
+        members: dict[int, list[Job]] = {k: [] for k in sorted(self.free)}
+        k_of = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
+        for j in jobs:
+            if j.id not in self.spread and k_of[j.id] in members:
+                members[k_of[j.id]].append(j)
+        return members
 
 
 def _fix_points(data: Mapping[str, Any], node: Node, lp: _NodeLP) -> _LeafPoints | None:
@@ -218,10 +224,8 @@ def _pack_free(
     pdata, _, floor = fixed.refutation(inst, jobs, data, target)
     if floor is None:
         return FreeVerdict(None, None)
-    k_of = {jid: k for k, ids in enumerate(data["classes"]) for jid in ids}
     free = []
-    for k in fixed.free:
-        members = [j for j in jobs if k_of[j.id] == k and j.id not in fixed.spread]
+    for k, members in fixed.free_jobs(jobs, data).items():
         options = [
             (s, int(c), float(m), float(w))
             for (s, kk, _), (c, m, w) in data["x_point"].items()

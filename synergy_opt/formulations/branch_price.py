@@ -647,7 +647,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                 continue
             if refute(node, fixed):
                 continue
-            if FREE_PACK and fixed.free and slice_s == LEAF_SLICE_S:
+            if FREE_PACK and fixed.free:  # fixed only at a leaf's first slice
                 verdict = _pack_free(inst, jobs, data, fixed, inc + tol(), deadline)
                 if verdict.placements is not None:
                     offer(verdict.placements, "leaf free points")

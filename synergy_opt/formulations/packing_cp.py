@@ -79,8 +79,6 @@ class PackingModel:
     pq: tuple[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...], ...] = ()
     #: Per free group, (option, f[e, o]) pairs.
     f: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...] = ()
-    #: The free jobs' throughput in :data:`WORTH_UNIT` units.
-    worth: cp_model.LinearExprT = 0
 
 
 def build_packing_cp(
@@ -189,7 +187,7 @@ def build_packing_cp(
         m.maximize(total)
     elif fewest_parts and used:
         m.minimize(sum(used))
-    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars), tuple(f_vars), total)
+    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars), tuple(f_vars))
 
 
 def solve_packing(
@@ -270,14 +268,14 @@ def _add_hint(
         gpus = dict(plan[sj.job.id])
         for s, v in parts:
             pm.model.add_hint(v, gpus.get(s, 0))
-    for fr, options in zip(data.free if points is not None else (), pm.f, strict=False):
-        assert points is not None
+    if points is None:
+        return
+    for fr, options in zip(data.free, pm.f, strict=True):
         at: dict[int, int] = {}  # option -> jobs there, read from the plan's server and point
         index = {opt: o for o, opt in enumerate(fr.options)}
         for job in fr.jobs:
             (s, _), *_ = plan[job.id]
-            c, gb, w = points[job.id]
-            o = index.get((s, c, gb, w))
+            o = index.get((s, *points[job.id]))
             if o is not None:
                 at[o] = at.get(o, 0) + 1
         for o, v in options:

@@ -9,6 +9,7 @@ that importing the mechanisms took, paid by every command line call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,4 +125,4 @@ def with_free(
     groups = tuple(
         FreeGroup(tuple(js), js[0].gpus, tuple(sorted(set(opts)))) for js, opts in free if js
     )
-    return PackingData(data.groups, data.spread, data.servers, groups, worth)
+    return dataclasses.replace(data, free=groups, free_worth=worth)

@@ -711,7 +711,9 @@ def _counting_until(
             warm_start=starts,
         )
     if child is None:
-        child = _counting_child(inst, runnable, options, left, starts)
+        child = start_child(
+            solve_counting_call, _counting_args(inst, runnable, options, left, starts)
+        )
     # the guard the MIP's own solves would have had (in the child they run unguarded)
     kill_at = time.perf_counter() + guard_deadline(left)
     while not child.ready():
@@ -727,17 +729,6 @@ def _counting_until(
     except (DeadlineExceeded, ChildFailed) as e:
         log.warning("opt-exact on %s: the counting MIP's child: %s", inst.name, e)
         return _no_answer(options.solver, left)
-
-
-def _counting_child(
-    inst: RoundInstance,
-    runnable: Sequence[Job],
-    options: MechanismOptions,
-    left: float,
-    starts: Sequence[Mapping[str, Sequence[PlacementPart]]],
-) -> Child:
-    """The counting MIP for ``left`` seconds from ``starts``, started in a child process."""
-    return start_child(solve_counting_call, _counting_args(inst, runnable, options, left, starts))
 
 
 def _counting_args(
