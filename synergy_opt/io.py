@@ -46,6 +46,7 @@ from synergy_opt.limits import (
     SPLIT_PENALTY,
     THROUGHPUT,
     Limit,
+    json_kind,
 )
 from synergy_opt.outputs import write_text_atomic as write_text_atomic
 from synergy_opt.types import (
@@ -80,12 +81,12 @@ class _Reader:
 
     def obj(self, value: Any, path: str) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise ValidationError(path, f"expected an object, got {_kind(value)}")
+            raise ValidationError(path, f"expected an object, got {json_kind(value)}")
         return value
 
     def lst(self, value: Any, path: str) -> list[Any]:
         if not isinstance(value, list):
-            raise ValidationError(path, f"expected a list, got {_kind(value)}")
+            raise ValidationError(path, f"expected a list, got {json_kind(value)}")
         return value
 
     def req(self, o: dict[str, Any], key: str, path: str) -> Any:
@@ -95,7 +96,7 @@ class _Reader:
 
     def string(self, value: Any, path: str) -> str:
         if not isinstance(value, str) or not value:
-            raise ValidationError(path, f"expected a non-empty string, got {_kind(value)}")
+            raise ValidationError(path, f"expected a non-empty string, got {json_kind(value)}")
         check_text(value, path)
         return value
 
@@ -119,22 +120,6 @@ class _Reader:
         if key not in o or o[key] is None:
             return None
         return read(o[key], self.join(path, key))
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}" if len(value) < 40 else "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 _R = _Reader()
@@ -305,7 +290,7 @@ def instance_from_dict(value: Any) -> RoundInstance:
     o = _R.obj(value, "")
     fmt = _R.req(o, "format", "")
     if fmt != ROUND_FORMAT:
-        raise ValidationError("format", f"expected {ROUND_FORMAT!r}, got {_kind(fmt)}")
+        raise ValidationError("format", f"expected {ROUND_FORMAT!r}, got {json_kind(fmt)}")
     name = _R.opt(o, "name", "", _R.string) or "unnamed"
     cluster = cluster_from_dict(_R.req(o, "cluster", ""), "cluster")
     jobs_raw = _R.lst(_R.req(o, "jobs", ""), "jobs")
@@ -367,7 +352,7 @@ def allocation_from_dict(value: Any) -> Allocation:
     o = _R.obj(value, "")
     fmt = _R.req(o, "format", "")
     if fmt != ALLOCATION_FORMAT:
-        raise ValidationError("format", f"expected {ALLOCATION_FORMAT!r}, got {_kind(fmt)}")
+        raise ValidationError("format", f"expected {ALLOCATION_FORMAT!r}, got {json_kind(fmt)}")
     jobs: list[JobAllocation] = []
     for i, jv in enumerate(_R.lst(_R.req(o, "jobs", ""), "jobs")):
         p = f"jobs[{i}]"

@@ -60,7 +60,7 @@ class Limit:
         before any float conversion, so ``10**400`` is out of range, not an overflow.
         """
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValidationError("", f"expected {self.describe()}, got {_kind(value)}")
+            raise ValidationError("", f"expected {self.describe()}, got {json_kind(value)}")
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise ValidationError("", f"must be finite, got {value!r}")
@@ -115,13 +115,21 @@ def _short(value: int | float) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words (``an object``, ``a list``, ``the number 3``),
+    for errors that say what was found instead of what was expected."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {_short(value)}"
     if isinstance(value, str):
         return f"the string {value!r}" if len(value) < 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
     return type(value).__name__
 
 

@@ -167,6 +167,19 @@ CASES: list[tuple[list[Any], Any, str, str]] = [
         "jobs[0].sensitivity.throughput[0][1]",
         "expected a number",
     ),
+    # A wrong kind is named in JSON's words, as every other field names it.
+    (
+        ["jobs", 0, "sensitivity", "throughput"],
+        [[0.3, {"a": 1}], [0.9, 1.0]],
+        "jobs[0].sensitivity.throughput[0][1]",
+        "got an object",
+    ),
+    (
+        ["jobs", 0, "sensitivity", "cpus"],
+        [1, [2]],
+        "jobs[0].sensitivity.cpus[1]",
+        "got a list",
+    ),
     (
         ["jobs", 0, "sensitivity", "throughput"],
         [[0.3, "__HUGE__"], [0.9, 1.0]],

@@ -370,7 +370,7 @@ def test_philly_malformed_entries() -> None:
         ('{"jobs": []}', "line 1: expected a JSON list of jobs"),
         ('[\n {"jobid": "a"}\n {"jobid": "b"}]', "line 3: expected ',' or ']' after a job"),
         ('[\n {"jobid": "a",\n  "attempts": [}\n]', "line 3: not valid JSON"),
-        ("[\n 3\n]", "line 2: job: expected an object, got int"),
+        ("[\n 3\n]", "line 2: job: expected an object, got the number 3"),
     ],
 )
 def test_philly_structural_errors(tmp_path: Path, text: str, message: str) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from synergy_opt.errors import InputError, ValidationError
 from synergy_opt.io import check_json_depth, check_text, read_text
-from synergy_opt.limits import DURATION_S
+from synergy_opt.limits import DURATION_S, json_kind
 from synergy_opt.profiles import ProfileLibrary, shipped_profiles
 from synergy_opt.tracefile import TraceJob
 from synergy_opt.traces.base import Conversion, ConvertOptions, Tally, TraceRowError, finish_jobs
@@ -101,7 +101,7 @@ def _time(path: str, line: int, field: str, value: Any) -> datetime | None:
 def _job_fields(path: str, line: int, entry: Any) -> tuple[str, str, datetime, list[Any]]:
     """(jobid, status, submitted, attempts) with the schema checked."""
     if not isinstance(entry, dict):
-        raise TraceRowError(path, line, "job", f"expected an object, got {type(entry).__name__}")
+        raise TraceRowError(path, line, "job", f"expected an object, got {json_kind(entry)}")
     jobid = entry.get("jobid")
     if not isinstance(jobid, str) or not jobid.strip():
         raise TraceRowError(path, line, "jobid", "missing or not a non-empty string")
