@@ -211,6 +211,17 @@ class ThroughputMatrix:
                 yield c, m, self.throughput[i][k]
 
 
+def lowest_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
+    """Pointwise minimum of ``mats`` on the union of their grid axes (floor look-ups): what a
+    job whose parts may sit on any of their GPU types is sure to run at."""
+    if len(mats) == 1:
+        return mats[0]
+    cpus = sorted({c for w in mats for c in w.cpus})
+    mems = sorted({m for w in mats for m in w.mem_gb})
+    rows = [[min(w.lookup(c, m) for w in mats) for m in mems] for c in cpus]
+    return ThroughputMatrix.from_lists(cpus, mems, rows)
+
+
 # --------------------------------------------------------------------------- jobs
 
 

@@ -410,8 +410,11 @@ def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:
     """On a typed round the type-choice pass picks among candidates: the plain pass's
     fallback to TUNE used to be logged as a warning ("rounded solution failed the check")
     beside an answer that had not fallen back.  Candidates log at INFO (here the fixed-type
-    answer's "no upper bound", beside tune-typed's answer that schedules the runnable set)
-    and the kept answer's notes, and only they, are warnings."""
+    answer's "no upper bound") and the kept answer's notes, and only they, are warnings.
+    Since the moves read the matrix of the servers a job is on
+    (``tests/test_opt_typed_points.py``), the plain pass keeps its own answer on this round
+    (18.1542 of the bound 18.829, where tune-typed's 15.6542 was returned), with no notes,
+    so nothing is a warning."""
     inst = _typed_split_round(3)
     with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt"):
         alloc = run("opt", inst)
@@ -420,15 +423,14 @@ def test_typed_rounds_warn_only_of_the_answer_kept(caplog: Any) -> None:
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("no upper bound" in m for m in infos)  # the fixed-type candidate's
     assert not any("no upper bound" in m for m in warned)
-    assert alloc.notes and warned == [f"opt on {inst.name}: {n}" for n in alloc.notes]
-    # opt-exact runs opt as a candidate too: opt's notes are not opt-exact's warnings
+    assert warned == [f"opt on {inst.name}: {n}" for n in alloc.notes]
+    # opt-exact runs opt as a candidate too: opt's candidates are not opt-exact's warnings
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms"):
         exact = run("opt-exact", inst, time_limit_s=30.0)
     assert exact.upper_bound is not None and not exact.notes  # proven
-    assert any(  # opt's own note, logged as a candidate's
-        r.levelno == logging.INFO and "returned tune-typed" in r.getMessage()
-        for r in caplog.records
+    assert any(
+        r.levelno == logging.INFO and "no upper bound" in r.getMessage() for r in caplog.records
     )
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 

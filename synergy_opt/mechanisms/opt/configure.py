@@ -28,6 +28,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
     gpu_parts,
+    placed_matrix,
     whole_share_floor,
 )
 from synergy_opt.mechanisms.opt.transport import deploy
@@ -106,7 +107,7 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
         first = jobs[members[0]]
         # Under the per-server rule a whole job's floor is its server's (fuzz seed 50: a 4-GPU
         # job re-optimised at the pooled floor on a richer server failed the check).
-        pts = useful_points(first.sensitivity, whole_share_floor(inst, first, s))
+        pts = useful_points(placed_matrix(inst, first, (s,)), whole_share_floor(inst, first, s))
         row = len(row_lo)
         row_lo.append(float(len(members)))
         row_hi.append(float(len(members)))
@@ -122,7 +123,7 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
         pen = job.split_penalty
         fair = inst.fair_share_throughput_on(job, gpu_parts(inst, plan[jid]))
         required = fair * pen if ctx.must_spread(job) else fair
-        pts = useful_points(job.sensitivity, required / pen)
+        pts = useful_points(placed_matrix(inst, job, (s for s, _ in plan[jid])), required / pen)
         if not pts:
             raise RoundingError(f"job {jid} is spread but no grid point keeps its fair share")
         count, bal_c, bal_m = len(row_lo), len(row_lo) + 1, len(row_lo) + 2

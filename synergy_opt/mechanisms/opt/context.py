@@ -8,7 +8,7 @@ what it needs from here and returns a :data:`GpuPlan`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -22,7 +22,14 @@ from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
 from synergy_opt.mechanisms.tune import TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
-from synergy_opt.types import Allocation, Job, PlacementPart, RoundInstance
+from synergy_opt.types import (
+    Allocation,
+    Job,
+    PlacementPart,
+    RoundInstance,
+    ThroughputMatrix,
+    lowest_matrix,
+)
 
 if TYPE_CHECKING:
     from synergy_opt.mechanisms.opt.full_servers import FullServerOptimum
@@ -80,6 +87,20 @@ def placed_floor(inst: RoundInstance, job: Job, gpus: Sequence[tuple[int, int]])
     per-server rule on mixed shapes a whole job's is its server's, a spread job's its
     split's (forced-split penalty included)."""
     return fair_share_floor(inst, job, gpu_parts(inst, gpus))[1]
+
+
+def placed_matrix(inst: RoundInstance, job: Job, servers: Iterable[int]) -> ThroughputMatrix:
+    """``job``'s matrix on ``servers`` (indices), as the checker reads it: its type's
+    there, the pointwise-lowest where they hold several types (a job runs at its slowest
+    worker's pace).  OPT's routes plan on the reference matrix; the moves that re-decide
+    points on a plan read this one, so a point they keep is worth on the round what they
+    counted (fuzz seed 10113: a 3-GPU job spread over P100 servers at a point chosen on
+    its V100 matrix fell below its floor there)."""
+    if job.sensitivity_by_type is None:
+        return job.sensitivity
+    kinds = dict.fromkeys(inst.cluster.servers[s].gpu_type for s in servers)
+    mats = {id(m): m for m in (job.matrix_for(t) for t in kinds)}
+    return lowest_matrix(tuple(mats.values()))
 
 
 class RoundingError(RuntimeError):

@@ -35,9 +35,15 @@ import numpy as np
 from synergy_opt.check import forced_split_factor
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.matrix import matrix_model
-from synergy_opt.mechanisms.opt.context import GpuPlan, Point, RoundContext, whole_share_floor
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    Point,
+    RoundContext,
+    placed_matrix,
+    whole_share_floor,
+)
 from synergy_opt.mechanisms.opt.transport import deploy
-from synergy_opt.types import Job, PlacementPart
+from synergy_opt.types import Job, PlacementPart, ThroughputMatrix
 
 log = logging.getLogger(__name__)
 
@@ -335,20 +341,26 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             # below that floor on server s is no column there (mixed shapes, 32 GPUs, seed
             # 1174: a 0.1 point on a rich server failed the check and opt fell back to tune).
             floor = [whole_share_floor(inst, first, s) for s in range(len(servers))]
-            for c, m, w in useful_points(first.sensitivity, fair):
-                for s in allowed:
-                    ub = min(len(members), int(servers[s].gpus // g))
-                    if ub < 1 or c > cap_c[s] or m > cap_m[s] + 1e-9:
-                        continue
-                    if w < floor[s] - 1e-9:
-                        continue
-                    col(
-                        [(r_k, 1.0), (r_g[s], float(g)), (r_c[s], float(c)), (r_m[s], m)],
-                        w,
-                        float(ub),
-                        True,
-                        ("z", k, (s, (c, m, w))),
-                    )
+            # Each server's GPU type's matrix (one group, the reference, on untyped rounds).
+            by_matrix: dict[int, tuple[ThroughputMatrix, list[int]]] = {}
+            for s in allowed:
+                mat = placed_matrix(inst, first, (s,))
+                by_matrix.setdefault(id(mat), (mat, []))[1].append(s)
+            for mat, group in by_matrix.values():
+                for c, m, w in useful_points(mat, fair):
+                    for s in group:
+                        ub = min(len(members), int(servers[s].gpus // g))
+                        if ub < 1 or c > cap_c[s] or m > cap_m[s] + 1e-9:
+                            continue
+                        if w < floor[s] - 1e-9:
+                            continue
+                        col(
+                            [(r_k, 1.0), (r_g[s], float(g)), (r_c[s], float(c)), (r_m[s], m)],
+                            w,
+                            float(ub),
+                            True,
+                            ("z", k, (s, (c, m, w))),
+                        )
         if g < 2 or len(allowed) < 2:
             continue
         pen = first.split_penalty
@@ -362,7 +374,9 @@ def _solve_hood(  # noqa: C901 - one block per column family, as in the module d
             rich_c, rich_m = max(c for c, _ in shares), max(m for _, m in shares)
             rich = min(w.lookup(rich_c, rich_m) for w in inst.usable_matrices(first))
             required = max(required, rich * forced_split_factor(inst, first))
-        pts = useful_points(first.sensitivity, required / pen)
+        # The slot may span any allowed servers: the lowest of their types' matrices, so
+        # what it counts is what it realises wherever it lands.
+        pts = useful_points(placed_matrix(inst, first, allowed), required / pen)
         n_slots = len(members) if ctx.must_spread(first) else min(len(members), LNS_SLOTS_PER_CLASS)
         prev_used: int | None = None
         prev_cols: list[int] = []

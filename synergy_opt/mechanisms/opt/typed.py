@@ -34,21 +34,11 @@ from synergy_opt.types import (
     Allocation,
     Job,
     RoundInstance,
-    ThroughputMatrix,
     build_allocation,
+    lowest_matrix,
 )
 
 log = logging.getLogger(__name__)
-
-
-def lowest_matrix(mats: Sequence[ThroughputMatrix]) -> ThroughputMatrix:
-    """Pointwise minimum of ``mats`` on the union of their grid axes (floor look-ups)."""
-    if len(mats) == 1:
-        return mats[0]
-    cpus = sorted({c for w in mats for c in w.cpus})
-    mems = sorted({m for w in mats for m in w.mem_gb})
-    rows = [[min(w.lookup(c, m) for w in mats) for m in mems] for c in cpus]
-    return ThroughputMatrix.from_lists(cpus, mems, rows)
 
 
 def fix_types(
