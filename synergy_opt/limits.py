@@ -130,7 +130,7 @@ def json_kind(value: object) -> str:
         return "a list"
     if isinstance(value, dict):
         return "an object"
-    return type(value).__name__
+    return f"a {type(value).__name__}"  # e.g. a TOML date in a sweep spec
 
 
 # --------------------------------------------------------------------------- the table

@@ -483,7 +483,7 @@ CASES: list[Case] = [
         6,
         {"s.toml": SPEC_HEAD + "[base]\nservers = 4.0\n[axes]\nseed = [0]\n"},
         ["sweep", "{d}/s.toml", "-o", "{d}/out", "--quiet"],
-        (r"s\.toml: base\.servers: expected an integer, got 4\.0",),
+        (r"s\.toml: base\.servers: expected an integer in \[1, 100_000\], got the number 4\.0",),
     ),
     Case(
         "check-fractional-fragmented-count",

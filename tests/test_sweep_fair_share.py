@@ -55,7 +55,7 @@ def test_base_value() -> None:
         ),
         (
             {"base": {"fair_share": 1}, "axes": {"seed": [0]}},
-            "s.toml: base.fair_share: expected a non-empty string, got 1",
+            "s.toml: base.fair_share: expected a non-empty string, got the number 1",
         ),
         (
             {"axes": {"fair_share": ["cluster", "cluster"]}},

@@ -57,6 +57,7 @@ from synergy_opt.limits import (
     TIME_LIMIT_S,
     TIME_SCALE,
     Limit,
+    json_kind,
 )
 from synergy_opt.profiles import parse_split
 from synergy_opt.sim.semantics import semantics_names
@@ -95,7 +96,7 @@ def _integer(limit: Limit, lo: int | None = None) -> Callable[[Value], int]:
 
     def conv(v: Value) -> int:
         if isinstance(v, float):
-            raise ValueError(f"expected an integer, got {v!r}")
+            raise ValueError(f"expected {limit.describe()}, got {json_kind(v)}")
         try:
             out = int(limit.check(v))
         except ValidationError as e:
@@ -143,7 +144,7 @@ def _solvers() -> tuple[str, ...]:
 
 def _string(v: Value) -> str:
     if not isinstance(v, str) or not v:
-        raise ValueError(f"expected a non-empty string, got {v!r}")
+        raise ValueError(f"expected a non-empty string, got {json_kind(v)}")
     if "\x00" in v:  # no file name or registry name holds one; open() would raise
         raise ValueError(f"contains a NUL character: {v!r}")
     return v
@@ -151,7 +152,7 @@ def _string(v: Value) -> str:
 
 def _flag(v: Value) -> bool:
     if not isinstance(v, bool):
-        raise ValueError(f"expected true or false, got {v!r}")
+        raise ValueError(f"expected true or false, got {json_kind(v)}")
     return v
 
 
@@ -168,7 +169,7 @@ def _window(v: Value) -> tuple[int, int]:
     elif isinstance(v, list | tuple) and len(v) == 2:
         a, b = (_integer(JOB_COUNT)(t) for t in v)
     else:
-        raise ValueError(f'expected "FIRST:LAST" or [FIRST, LAST], got {v!r}')
+        raise ValueError(f'expected "FIRST:LAST" or [FIRST, LAST], got {json_kind(v)}')
     if a < 0 or b <= a or b > JOB_COUNT.high:
         raise ValueError(f"expected 0 <= FIRST < LAST <= {JOB_COUNT.high:_}, got {v!r}")
     return a, b
