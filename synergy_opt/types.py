@@ -277,14 +277,18 @@ class Job:
                     return w
         return self.sensitivity
 
+    def matrices_for(self, gpu_types: Iterable[str | None]) -> tuple[ThroughputMatrix, ...]:
+        """The distinct matrices of this job on servers of ``gpu_types``, first seen first."""
+        return tuple({id(m): m for m in (self.matrix_for(t) for t in gpu_types)}.values())
+
     def matrix_on(self, gpu_types: Iterable[str | None]) -> ThroughputMatrix | None:
         """The one matrix that applies on servers of ``gpu_types``; ``None`` if they differ.
 
         A job spanning several GPU types has no single matrix (docs/formats.md: a job runs on
         one GPU type at a time); :func:`realised_throughput` then takes the slowest type.
         """
-        found = {id(m): m for m in (self.matrix_for(t) for t in gpu_types)}
-        return next(iter(found.values())) if len(found) == 1 else None
+        found = self.matrices_for(gpu_types)
+        return found[0] if len(found) == 1 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,7 +448,7 @@ class RoundInstance:
         types = dict.fromkeys(
             s.gpu_type for s in self.cluster.servers if s.gpus > 0 and job.may_use(s)
         )
-        return tuple({id(m): m for m in (job.matrix_for(t) for t in types)}.values())
+        return job.matrices_for(types)
 
     def job_by_id(self) -> dict[str, Job]:
         """Jobs keyed by id."""

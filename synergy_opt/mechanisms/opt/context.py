@@ -98,9 +98,7 @@ def placed_matrix(inst: RoundInstance, job: Job, servers: Iterable[int]) -> Thro
     its V100 matrix fell below its floor there)."""
     if job.sensitivity_by_type is None:
         return job.sensitivity
-    kinds = dict.fromkeys(inst.cluster.servers[s].gpu_type for s in servers)
-    mats = {id(m): m for m in (job.matrix_for(t) for t in kinds)}
-    return lowest_matrix(tuple(mats.values()))
+    return lowest_matrix(job.matrices_for(inst.cluster.servers[s].gpu_type for s in servers))
 
 
 class RoundingError(RuntimeError):
