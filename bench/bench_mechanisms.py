@@ -1,8 +1,10 @@
-"""Per-round time of each heuristic mechanism at 128, 512 and 2048 GPUs.
+"""Per-round time of each heuristic mechanism at 128, 512 and 2048 GPUs, and of the checker.
 
 All mechanisms run on the *same* generated rounds in one process, interleaved per repeat, so
 machine noise hits them alike; the table reports the median of the repeats and each
-mechanism's time relative to PROPORTIONAL measured side by side.
+mechanism's time relative to PROPORTIONAL measured side by side.  The last row per size,
+``check``, is the checker with ``--fair-share`` on TUNE's answer (``opt`` checks its own
+answer this way every round, and the simulator checks every round's).
 
     python bench/bench_mechanisms.py [--quick] [--repeats N]
 """
@@ -19,6 +21,8 @@ from synergy_opt.mechanisms import make_mechanism
 
 MECHANISMS = ("proportional", "greedy", "tune", "tune-sorted", "tetris")
 SIZES_GPUS = (128, 512, 2048)
+#: The checker's row (``check_allocation(..., fair_share=True)`` on TUNE's answer).
+CHECK = "check"
 
 
 def bench(
@@ -33,7 +37,7 @@ def bench(
             )
         )
         mechs = {m: make_mechanism(m) for m in MECHANISMS}
-        times: dict[str, list[float]] = {m: [] for m in MECHANISMS}
+        times: dict[str, list[float]] = {m: [] for m in (*MECHANISMS, CHECK)}
         totals: dict[str, float] = {}
         for _ in range(repeats):
             for m, mech in mechs.items():
@@ -41,10 +45,16 @@ def bench(
                 alloc = mech.allocate(inst)
                 times[m].append(time.perf_counter() - t0)
                 totals[m] = alloc.total_throughput
+                if m == "tune":
+                    t0 = time.perf_counter()
+                    bad = check_allocation(inst, alloc, fair_share=True)
+                    times[CHECK].append(time.perf_counter() - t0)
+                    assert not bad, bad[0]
+                    totals[CHECK] = alloc.total_throughput
         for m in MECHANISMS:  # sanity: a fast wrong answer is not a result
             assert not check_allocation(inst, mechs[m].allocate(inst)), m
         base = statistics.median(times["proportional"])
-        for m in MECHANISMS:
+        for m in (*MECHANISMS, CHECK):
             med = statistics.median(times[m])
             rows.append(
                 {
