@@ -31,7 +31,14 @@ import numpy as np
 from synergy_opt.matrix import MatrixModel as MatrixModel
 from synergy_opt.matrix import csc_columns
 from synergy_opt.matrix import matrix_model as matrix_model
-from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
+from synergy_opt.types import (
+    MEM_EPS_GB,
+    THROUGHPUT_EPS,
+    Job,
+    RoundInstance,
+    Server,
+    ThroughputMatrix,
+)
 
 # --------------------------------------------------------------------------- configurations
 
@@ -216,6 +223,50 @@ class SplitKnapsackModel:
         return out
 
 
+#: (servers the job may use, those that hold its GPUs, most cores and most memory of one
+#: of those): what the split-aware super-machine reads of the cluster for a job.
+Reach = tuple[int, int, int, float]
+
+
+def server_reach(servers: Sequence[Server], job: Job) -> Reach:
+    """:data:`Reach` of ``job`` on ``servers``."""
+    usable = [srv for srv in servers if job.may_use(srv)]
+    fits = [srv for srv in usable if srv.gpus >= job.gpus]
+    return (
+        len(usable),
+        len(fits),
+        max((srv.cpus for srv in fits), default=0),
+        max((srv.mem_gb for srv in fits), default=0.0),
+    )
+
+
+def stranded(inst: RoundInstance, job: Job, required: float) -> bool:
+    """Whether no placement holds ``job`` alone at ``required``, its fair-share floor.
+
+    True when no grid point meeting the floor fits one server that holds the job's GPUs
+    (whole), and no point meeting it after the split penalty fits the cores and memory of
+    the ``g`` richest servers the job may use (spread: each part holds a GPU, so a spread
+    spans at most ``g`` servers).  Both tests only relax the servers, so True means no
+    allocation that keeps the floors schedules the job; the split-aware super-machine of
+    a runnable set holding it has no solution.  It happens under the cluster-wide rule,
+    where a job's share can exceed every server it fits on.  Read in the job's reference
+    matrix: meant for jobs without per-type matrices.
+    """
+    usable = [srv for srv in inst.cluster.servers if job.may_use(srv) and srv.gpus > 0]
+    shapes = {(srv.cpus, srv.mem_gb) for srv in usable if srv.gpus >= job.gpus}
+    whole = useful_points(job.sensitivity, inst.fair_share_throughput(job))
+    if any(c <= sc and m <= sm + MEM_EPS_GB for sc, sm in shapes for c, m, _ in whole):
+        return False
+    pen = job.split_penalty
+    if job.gpus < 2 or len(usable) < 2 or pen <= 0.0:
+        return True
+    k = min(job.gpus, len(usable))
+    c_top = sum(sorted((srv.cpus for srv in usable), reverse=True)[:k])
+    m_top = sum(sorted((srv.mem_gb for srv in usable), reverse=True)[:k])
+    spread = useful_points(job.sensitivity, required / pen)
+    return not any(c <= c_top and m <= m_top + MEM_EPS_GB for c, m, _ in spread)
+
+
 def build_super_machine_split(
     inst: RoundInstance, jobs: Sequence[Job], required: dict[str, float]
 ) -> SplitKnapsackModel:
@@ -241,19 +292,12 @@ def build_super_machine_split(
     # What a class reads of the servers depends only on its GPU types and count: once
     # per such pair, not per class (a scan of every server per class was a third of this
     # build at 128 GPUs).
-    shapes: dict[tuple[tuple[str, ...] | None, int], tuple[int, int, float, float]] = {}
+    shapes: dict[tuple[tuple[str, ...] | None, int], Reach] = {}
     for k, cl in enumerate(classes):
         first = cl.members[0]
         shape = shapes.get((first.gpu_types, first.gpus))
         if shape is None:
-            usable = [srv for srv in servers if first.may_use(srv)]
-            fits = [srv for srv in usable if srv.gpus >= first.gpus]
-            shape = shapes[(first.gpu_types, first.gpus)] = (
-                len(usable),
-                len(fits),
-                max((srv.cpus for srv in fits), default=0),
-                max((srv.mem_gb for srv in fits), default=0.0),
-            )
+            shape = shapes[(first.gpu_types, first.gpus)] = server_reach(servers, first)
         n_usable, n_fits, c_max, m_max = shape
         if n_fits:
             for c, m, w in cl.points:

@@ -65,6 +65,7 @@ from synergy_opt.mechanisms.opt.packing_route import (
     packing_plan,
 )
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE
+from synergy_opt.mechanisms.opt.stranded import passed_over_note, runnable_at_floors
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, guard_deadline
 from synergy_opt.types import (
@@ -207,12 +208,23 @@ class OptExact:
         """Solve the counting model over TUNE's runnable set, started from TUNE and ``opt``."""
         t0 = time.perf_counter()
         warm_up()  # the guarded solves' process server starts while TUNE and opt run
+        tune = make_mechanism("tune", self.options).allocate(inst)
+        runnable, passed = runnable_at_floors(inst, select_runnable(inst))
+        if passed:  # as opt passes them over (the counting model has no solution with them)
+            out = self._allocate_on(inst, runnable, tune, t0)
+            note = passed_over_note(passed)
+            log.warning("%s on %s: %s", self.name, inst.name, note)
+            return dataclasses.replace(out, notes=(*out.notes, note))
+        return self._allocate_on(inst, runnable, tune, t0)
+
+    def _allocate_on(
+        self, inst: RoundInstance, runnable: Sequence[Job], tune: Allocation, t0: float
+    ) -> Allocation:
+        """:meth:`allocate` on ``runnable`` (the jobs that may hold their floors)."""
         solver = self.options.solver
         limit = self.options.time_limit_s or EXACT_DEFAULT_TIME_LIMIT_S
-        tune = make_mechanism("tune", self.options).allocate(inst)
-        runnable = select_runnable(inst)
         if not runnable:
-            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0)
+            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
         search = pattern_search(inst, runnable)
         staged = search == "exact"
         pair = FLOOR_PAIR and search in ("pair", "split")
@@ -252,7 +264,7 @@ class OptExact:
                 early.kill()
             log.info("opt-exact on %s: opt's answer meets its bound", inst.name)
             mine = _relabelled(inst, heuristic, heuristic.upper_bound, [], runnable)
-            return _better_of(inst, mine, tune, self.name, t0)
+            return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
         starts = _starts_of((heuristic, tune), runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
@@ -340,7 +352,7 @@ class OptExact:
             if _meets(got, got.upper_bound, runnable):
                 log.info("opt-exact on %s: opt beside the counting MIP meets its bound", inst.name)
                 mine = _relabelled(inst, got, got.upper_bound, [], runnable)
-                return _better_of(inst, mine, tune, self.name, t0)
+                return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
             res = _no_answer(solver, 0.0)  # pragma: no cover - stopped only where it meets it
         if probe is not None and res is not probe:
             res = _merge(probe, res)  # its bound can be the smaller
@@ -397,7 +409,7 @@ class OptExact:
                 note += f" and meets the bound {upper:.6g} (proven)"
             log.warning("opt-exact on %s: %s", inst.name, note)
             mine = _relabelled(inst, heuristic, upper, [*notes, note], runnable)
-        return _better_of(inst, mine, tune, self.name, t0)
+        return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
 
 
 def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:

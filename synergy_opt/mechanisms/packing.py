@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -285,12 +285,14 @@ def max_single_server_gpus(servers: Sequence[Server], job: Job) -> int:
     return max((s.gpus for s in servers if job.may_use(s)), default=0)
 
 
-def select_runnable(inst: RoundInstance) -> list[Job]:
+def select_runnable(inst: RoundInstance, passed_over: Set[str] = frozenset()) -> list[Job]:
     """The top jobs (instance order) whose GPU demands the free GPUs satisfy exactly.
 
     A job whose GPUs no longer fit is passed over, and later, smaller jobs fill the
     remaining GPUs, as the paper's artifact does.  GPU types are honoured by counting
     free GPUs per type and drawing a job's GPUs from its allowed types in cluster order.
+    Jobs in ``passed_over`` (ids) are passed over the same way (``opt``'s jobs that no
+    placement holds at their floor, :mod:`.opt.stranded`).
     """
     free: dict[str | None, int] = {}
     for s in inst.cluster.servers:
@@ -300,6 +302,8 @@ def select_runnable(inst: RoundInstance) -> list[Job]:
     for job in inst.jobs:
         if total_free == 0:
             break
+        if job.id in passed_over:
+            continue
         if job.gpu_types is None:
             types: Sequence[str | None] = list(free)
         else:

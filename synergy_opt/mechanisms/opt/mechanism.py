@@ -56,6 +56,7 @@ from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan, sta
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
+from synergy_opt.mechanisms.opt.stranded import StrandMemo, passed_over_note, runnable_at_floors
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import max_single_server_gpus, select_runnable
@@ -373,6 +374,8 @@ class Opt:
         self._floors: dict[tuple[object, ...], float] = {}
         #: The lowest floor any GPU split allows, per job class, on the same cluster and rule.
         self._lowest_floors: dict[tuple[object, ...], float] = {}
+        #: Job classes no placement holds at their floor (:mod:`.stranded`), likewise.
+        self._stranded: StrandMemo = {}
         self._floors_of: tuple[Cluster, str] | None = None
         load_packing_solver()  # now, not on a round's clock
         if self.options.time_limit_s is not None:
@@ -390,10 +393,28 @@ class Opt:
         (a fallback to TUNE, say) are logged at INFO and only the answer the type-choice
         pass keeps has its notes logged as warnings."""
         t0 = time.perf_counter()
-        solver = self.options.solver
         runnable = select_runnable(inst)
-        tune = self._tune.tune_round(inst, runnable)
+        tune = self._tune.tune_round(inst, runnable)  # the tune mechanism's round: opt >= it
         level = logging.INFO if quiet else logging.WARNING
+        self._class_floors(inst)  # empties the memos of another cluster or rule
+        runnable, passed = runnable_at_floors(inst, runnable, self._stranded)
+        if passed:
+            out = self._allocate_on(inst, runnable, tune, t0, level)
+            note = passed_over_note(passed)
+            log.log(level, "%s on %s: %s", self.name, inst.name, note)
+            return dataclasses.replace(out, notes=(*out.notes, note))
+        return self._allocate_on(inst, runnable, tune, t0, level)
+
+    def _allocate_on(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        tune: TuneRound,
+        t0: float,
+        level: int,
+    ) -> Allocation:
+        """:meth:`_allocate` on ``runnable`` (the jobs that may hold their floors)."""
+        solver = self.options.solver
         if not runnable:
             return _tune_fallback(
                 inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable, level=level
@@ -452,6 +473,7 @@ class Opt:
         ):
             self._floors = {}
             self._lowest_floors = {}
+            self._stranded = {}
             self._floors_of = (inst.cluster, inst.fair_share_mode)
         return self._floors
 
