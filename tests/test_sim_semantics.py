@@ -106,6 +106,26 @@ def test_best_or_share_leaves_nothing_in_between() -> None:
     assert two.lookup(2, 62.5) == 0.0  # below the share: nothing, as in any matrix
 
 
+def test_a_demand_capped_at_a_server_without_cores_leaves_the_share_alone() -> None:
+    """The cap is the server with most GPUs; a cluster file may give it no cores.  Building
+    the matrix raised there (a point at 0 cores); now the job has its share only (fuzz of
+    odd traces through ``simulate --semantics artifact``, seed 400)."""
+    odd = Cluster(
+        (
+            Server("s0", 2, 104, 512.0),
+            Server("s1", 2, 104, 512.0),
+            Server("z0", 4, 0, 100.0),
+            Server("z1", 4, 0, 100.0),
+        )
+    )
+    alexnet = shipped_profiles().get("alexnet")
+    m = ARTIFACT.job_matrix(alexnet, 1, odd)
+    fc, fm = odd.fair_share(1)
+    assert (m.cpus, m.mem_gb) == ((fc,), (fm,))
+    assert m.lookup(fc, fm) == alexnet.matrix(1).lookup(fc, fm)
+    assert m.lookup(fc - 1, fm) == 0.0
+
+
 def test_best_per_gpu_point_is_the_profiles_declared_best() -> None:
     assert best_per_gpu_point(shipped_profiles().get("alexnet")) == (12, 125.0, 2.94)
     assert best_per_gpu_point(shipped_profiles().get("m5")) == (6, 187.5, 2.5)

@@ -176,7 +176,15 @@ def _mem_kept(shape: JobShape, cpus: int, mem_gb: float, speedup: float) -> floa
 
 
 def _grid(points: list[tuple[int, float, float]]) -> ThroughputMatrix:
-    """The floor-look-up matrix whose value at (c, m) is the best point it covers."""
+    """The floor-look-up matrix whose value at (c, m) is the best point it covers.
+
+    Points with no core or no memory are left out: the floor look-up gives 0 below every
+    grid, and a matrix axis starts at 1 core and above 0 GB.  A demand capped at a server
+    with no cores (a cluster file may list one) would otherwise claim a speed-up at 0
+    cores, and building the matrix raised (a fuzz of odd traces through ``simulate
+    --semantics artifact``).  The proportional share is always left: ``simulate`` refuses a
+    trace whose share is below its model's smallest profiled point."""
+    points = [p for p in points if p[0] >= 1 and p[1] > 0.0]
     cs = sorted({c for c, _, _ in points})
     ms = sorted({m for _, m, _ in points})
     rows = tuple(
