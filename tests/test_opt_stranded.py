@@ -23,6 +23,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.formulations.fast import stranded
 from synergy_opt.io import load_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
+from synergy_opt.mechanisms.opt import Opt
 from synergy_opt.mechanisms.opt.stranded import runnable_at_floors
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
@@ -71,6 +72,8 @@ def test_passed_over_jobs_leave_their_gpus_to_later_jobs() -> None:
     runnable, passed = runnable_at_floors(inst, select_runnable(inst))
     assert [j.id for j in passed] == ["j2"]
     assert [j.id for j in runnable] == ["j4", "j5"]
+    ctx = Opt().context(inst)  # the routes' context reads the same set
+    assert ctx is not None and [j.id for j in ctx.runnable] == ["j4", "j5"]
 
 
 def _placeable_alone(inst: RoundInstance, job: Job) -> bool:

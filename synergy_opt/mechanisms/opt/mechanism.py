@@ -686,7 +686,7 @@ class Opt:
         """The round context the routes read (``None``: nothing runnable or no optimum);
         its clock starts now, with ``time_limit_s``."""
         clock = Clock.started(time_limit_s)
-        runnable = select_runnable(inst)
+        runnable, _ = runnable_at_floors(inst, select_runnable(inst))  # as allocate's
         if not runnable:
             return None
         ksm = _split_super_machine(inst, runnable)
