@@ -51,6 +51,23 @@ def test_tetris_spreads_a_job_bigger_than_any_server() -> None:
     assert check_allocation(inst, alloc, fair_share=True) == []
 
 
+def test_tetris_falls_back_to_a_spread_the_servers_can_feed() -> None:
+    """Under the cluster-wide rule an 8-GPU job's share (124 cores) fits no 8-GPU server (8
+    cores); TETRIS's first-fit GPU-proportional fallback left it waiting in every round,
+    where PROPORTIONAL spreads it over the 2-GPU servers of 104 cores (a simulation that
+    could never finish under TETRIS alone: bench/fuzz_traces.py)."""
+    rich = tuple(Server(f"r{i}", 2, 104, 512.0) for i in range(5))
+    cluster = Cluster(
+        (*rich, Server("one", 1, 1, 8.0), *(Server(f"b{i}", 8, 8, 500.0) for i in range(3)))
+    )
+    inst = RoundInstance("t", cluster, (_job("big", "deepspeech", 8),), "cluster")
+    for name in ("proportional", "tetris"):
+        alloc = make_mechanism(name).allocate(inst)
+        assert [ja.id for ja in alloc.jobs] == ["big"], name
+        assert alloc.jobs[0].cpus >= inst.fair_share(inst.jobs[0])[0], name
+        assert check_allocation(inst, alloc, fair_share=True) == [], name
+
+
 @pytest.mark.parametrize("kind", ("single-gpu", "multi-gpu"))
 def test_tetris_and_drf_run_a_loaded_trace_cleanly(kind: str) -> None:
     trace = generate_workload(

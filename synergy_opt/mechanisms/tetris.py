@@ -101,7 +101,10 @@ class Tetris:
                     groups[other] = [x for x in groups[other] if x.id != job.id]
                     if not groups[other]:
                         del groups[other]
-        # What no single server could take at its best demand: GPU-proportional, first fit.
+        # What no single server could take at its best demand: GPU-proportional, first fit;
+        # a share the GPU-only spread cannot feed spreads by what each server can feed, as
+        # PROPORTIONAL's does (without it an 8-GPU job whose share no 8-GPU server holds
+        # waited forever where PROPORTIONAL ran it: bench/fuzz_traces.py).
         for job in runnable:
             if job.id in placements:
                 continue
@@ -109,7 +112,7 @@ class Tetris:
             views = views_of[job.id]
             parts = None
             for k in order_views(state, views, [(c, m)] * len(views), first_fit=True):
-                parts = place_job(state, views[k], c, m, first_fit=True)
+                parts = place_job(state, views[k], c, m, first_fit=True, fit_spread=True)
                 if parts:
                     break
             if parts:
