@@ -258,24 +258,11 @@ class Facts:
                     if (srv := self.servers.get(name)) is not None and srv.gpus > 0
                 )
             )
-        key = (
-            id(job.sensitivity),
-            id(job.sensitivity_by_type),
-            job.gpus,
-            job.gpu_types,
-            job.split_penalty,
-            footprint,
-        )
+        rest = (job.gpus, job.gpu_types, job.split_penalty, footprint)
+        key = (id(job.sensitivity), id(job.sensitivity_by_type), *rest)
         got = self._floor_memo.get(key)
         if got is None:
-            shared = (
-                job.sensitivity,
-                job.sensitivity_by_type,
-                job.gpus,
-                job.gpu_types,
-                job.split_penalty,
-                footprint,
-            )
+            shared = (job.sensitivity, job.sensitivity_by_type, *rest)
             got = self._shared.get(shared)
             if got is None:
                 got = self._shared[shared] = fair_share_floor(self.inst, job, placement)

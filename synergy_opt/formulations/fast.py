@@ -31,14 +31,7 @@ import numpy as np
 from synergy_opt.matrix import MatrixModel as MatrixModel
 from synergy_opt.matrix import csc_columns
 from synergy_opt.matrix import matrix_model as matrix_model
-from synergy_opt.types import (
-    MEM_EPS_GB,
-    THROUGHPUT_EPS,
-    Job,
-    RoundInstance,
-    Server,
-    ThroughputMatrix,
-)
+from synergy_opt.types import MEM_EPS_GB, THROUGHPUT_EPS, Job, RoundInstance, ThroughputMatrix
 
 # --------------------------------------------------------------------------- configurations
 
@@ -223,23 +216,6 @@ class SplitKnapsackModel:
         return out
 
 
-#: (servers the job may use, those that hold its GPUs, most cores and most memory of one
-#: of those): what the split-aware super-machine reads of the cluster for a job.
-Reach = tuple[int, int, int, float]
-
-
-def server_reach(servers: Sequence[Server], job: Job) -> Reach:
-    """:data:`Reach` of ``job`` on ``servers``."""
-    usable = [srv for srv in servers if job.may_use(srv)]
-    fits = [srv for srv in usable if srv.gpus >= job.gpus]
-    return (
-        len(usable),
-        len(fits),
-        max((srv.cpus for srv in fits), default=0),
-        max((srv.mem_gb for srv in fits), default=0.0),
-    )
-
-
 def stranded(inst: RoundInstance, job: Job, required: float) -> bool:
     """Whether no placement holds ``job`` alone at ``required``, its fair-share floor.
 
@@ -292,12 +268,19 @@ def build_super_machine_split(
     # What a class reads of the servers depends only on its GPU types and count: once
     # per such pair, not per class (a scan of every server per class was a third of this
     # build at 128 GPUs).
-    shapes: dict[tuple[tuple[str, ...] | None, int], Reach] = {}
+    shapes: dict[tuple[tuple[str, ...] | None, int], tuple[int, int, float, float]] = {}
     for k, cl in enumerate(classes):
         first = cl.members[0]
         shape = shapes.get((first.gpu_types, first.gpus))
         if shape is None:
-            shape = shapes[(first.gpu_types, first.gpus)] = server_reach(servers, first)
+            usable = [srv for srv in servers if first.may_use(srv)]
+            fits = [srv for srv in usable if srv.gpus >= first.gpus]
+            shape = shapes[(first.gpu_types, first.gpus)] = (
+                len(usable),
+                len(fits),
+                max((srv.cpus for srv in fits), default=0),
+                max((srv.mem_gb for srv in fits), default=0.0),
+            )
         n_usable, n_fits, c_max, m_max = shape
         if n_fits:
             for c, m, w in cl.points:

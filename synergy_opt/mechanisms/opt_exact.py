@@ -65,7 +65,7 @@ from synergy_opt.mechanisms.opt.packing_route import (
     packing_plan,
 )
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE
-from synergy_opt.mechanisms.opt.stranded import passed_over_note, runnable_at_floors
+from synergy_opt.mechanisms.opt.stranded import runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, guard_deadline
 from synergy_opt.types import (
@@ -210,12 +210,9 @@ class OptExact:
         warm_up()  # the guarded solves' process server starts while TUNE and opt run
         tune = make_mechanism("tune", self.options).allocate(inst)
         runnable, passed = runnable_at_floors(inst, select_runnable(inst))
-        if passed:  # as opt passes them over (the counting model has no solution with them)
-            out = self._allocate_on(inst, runnable, tune, t0)
-            note = passed_over_note(passed)
-            log.warning("%s on %s: %s", self.name, inst.name, note)
-            return dataclasses.replace(out, notes=(*out.notes, note))
-        return self._allocate_on(inst, runnable, tune, t0)
+        out = self._allocate_on(inst, runnable, tune, t0)
+        # as opt passes them over (the counting model has no solution with them)
+        return with_passed_over(out, passed) if passed else out
 
     def _allocate_on(
         self, inst: RoundInstance, runnable: Sequence[Job], tune: Allocation, t0: float

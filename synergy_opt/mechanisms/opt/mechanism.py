@@ -56,7 +56,7 @@ from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan, sta
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
-from synergy_opt.mechanisms.opt.stranded import StrandMemo, passed_over_note, runnable_at_floors
+from synergy_opt.mechanisms.opt.stranded import StrandMemo, runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import max_single_server_gpus, select_runnable
@@ -398,12 +398,8 @@ class Opt:
         level = logging.INFO if quiet else logging.WARNING
         self._class_floors(inst)  # empties the memos of another cluster or rule
         runnable, passed = runnable_at_floors(inst, runnable, self._stranded)
-        if passed:
-            out = self._allocate_on(inst, runnable, tune, t0, level)
-            note = passed_over_note(passed)
-            log.log(level, "%s on %s: %s", self.name, inst.name, note)
-            return dataclasses.replace(out, notes=(*out.notes, note))
-        return self._allocate_on(inst, runnable, tune, t0, level)
+        out = self._allocate_on(inst, runnable, tune, t0, level)
+        return with_passed_over(out, passed, level) if passed else out
 
     def _allocate_on(
         self,

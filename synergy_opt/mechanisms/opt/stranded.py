@@ -24,12 +24,16 @@ the test reads; typed rounds take ``opt``'s typed passes).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Sequence
 
 from synergy_opt.check import fair_share_floor
 from synergy_opt.formulations.fast import stranded
 from synergy_opt.mechanisms.packing import select_runnable
-from synergy_opt.types import Job, RoundInstance
+from synergy_opt.types import Allocation, Job, RoundInstance
+
+log = logging.getLogger(__name__)
 
 #: Per job class (its matrix, GPUs, split penalty, GPU types; the objects, kept alive here,
 #: not their ids): stranded or not, on one cluster under one rule (the caller empties it
@@ -58,14 +62,19 @@ def runnable_at_floors(
         current = select_runnable(inst, frozenset(passed))
 
 
-def passed_over_note(passed: Sequence[Job]) -> str:
-    """The note an answer carries for the jobs :func:`runnable_at_floors` passed over."""
+def with_passed_over(
+    out: Allocation, passed: Sequence[Job], level: int = logging.WARNING
+) -> Allocation:
+    """``out`` with the note (logged at ``level``) naming the jobs
+    :func:`runnable_at_floors` passed over."""
     ids = ", ".join(j.id for j in passed)
     its, they = ("its", "it fits") if len(passed) == 1 else ("their", "they fit")
-    return (
+    note = (
         f"passed over {ids}: no placement holds {its} fair share under the cluster-wide "
         f"rule (the share exceeds every server {they} on, and spreading loses more)"
     )
+    log.log(level, "%s on %s: %s", out.mechanism, out.instance, note)
+    return dataclasses.replace(out, notes=(*out.notes, note))
 
 
 def _strands(inst: RoundInstance, job: Job, memo: StrandMemo) -> bool:
