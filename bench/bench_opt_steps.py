@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_opt import _cold, table, warm_up  # noqa: E402
 
+import synergy_opt.mechanisms.opt.answer as opt_answer  # noqa: E402
 import synergy_opt.mechanisms.opt.mechanism as opt_mechanism  # noqa: E402
 import synergy_opt.mechanisms.opt.routes as opt_routes  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
@@ -46,17 +47,17 @@ from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.tune import Tune  # noqa: E402
 
 #: (module or class, attribute, label): the steps timed, as the package names them.  The
-#: module-level names are the ones ``mechanism.py`` calls (so the wrapper sits where the
-#: call is made).
+#: module-level names are the ones ``mechanism.py`` (the checker: ``answer.py``) calls, so
+#: the wrapper sits where the call is made.
 STEPS: tuple[tuple[Any, str, str], ...] = (
-    (opt_mechanism, "_split_super_machine", "super-machine build"),
+    (opt_mechanism, "split_super_machine", "super-machine build"),
     (opt_mechanism, "solve_matrix", "super-machine solve (incl. HiGHS)"),
     (opt_mechanism, "repair", "swap repair"),
     (opt_mechanism, "deploy", "max-flow deployment"),
-    (opt_mechanism, "check_allocation", "checker"),
+    (opt_answer, "check_allocation", "checker"),
     (opt_mechanism, "build_allocation", "building the answer"),
-    (opt_mechanism, "_better_of", "against TUNE (incl. checker)"),
-    (opt_mechanism.Opt, "_direct_points", "points on a plan"),
+    (opt_mechanism, "better_of", "against TUNE (incl. checker)"),
+    (opt_mechanism.plan_points, "direct_points", "points on a plan"),
     (opt_mechanism.Opt, "_context", "round context"),
     (Tune, "tune_round", "TUNE's floor"),
     (highspy.Highs, "run", "HiGHS run (all solves)"),

@@ -151,7 +151,7 @@ def test_each_rounding_route_is_valid(name: str, route: str, backend: str) -> No
     assert sum(1 for p in plan.values() if len(p) > 1) <= ctx.max_fragmented
     if not opt_mod.ROUTES[route].spreads:
         assert all(len(p) == 1 or ctx.must_spread(jobs_by_id(inst)[j]) for j, p in plan.items())
-    _, placements = opt_mod.Opt.deploy_plan(ctx, plan)
+    _, placements = opt_mod.points.deploy_plan(ctx, plan)
     alloc = build_allocation(inst, "opt", placements)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput <= ctx.optimum + ABS_TOL
@@ -488,8 +488,8 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_: Any, **__: Any) -> Any:
         raise opt_mod.RoundingError("no whole-GPU placement for job x")
 
-    monkeypatch.setattr(opt_mod.Opt, "_direct_points", staticmethod(lambda *_: None))
-    monkeypatch.setattr(opt_mod.mechanism, "reoptimise", fail)
+    monkeypatch.setattr(opt_mod.points, "direct_points", lambda *_, **__: None)
+    monkeypatch.setattr(opt_mod.points, "reoptimise", fail)
     monkeypatch.setattr(opt_mod.mechanism, "solve_points", fail)  # re-optimised plans
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     alloc = run("opt", inst)
@@ -519,7 +519,7 @@ def test_better_of_prefers_tune_when_higher() -> None:
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     tune = run("tune", inst)
     prop = dataclasses.replace(run("proportional", inst), mechanism="opt", upper_bound=2.8)
-    out = opt_mod._better_of(inst, prop, tune, "opt", 0.0)
+    out = opt_mod.better_of(inst, prop, tune, "opt", 0.0)
     assert out.total_throughput == approx(tune.total_throughput)
     assert out.notes and "returned tune's allocation" in out.notes[0]
 
@@ -854,7 +854,7 @@ def _balanced_split_penalty_32() -> tuple[Any, Any]:
     ctx = opt_mod.Opt().context(family_round("split-penalty", 32, seed=0))
     assert ctx is not None
     plan = opt_mod.ROUTES["balanced"].plan(ctx)
-    points, _ = opt_mod.Opt.deploy_plan(ctx, plan)
+    points, _ = opt_mod.points.deploy_plan(ctx, plan)
     return ctx, State(plan, points, total_of(ctx, plan, points))
 
 
@@ -969,7 +969,7 @@ def test_split_job_rounding_falls_back_to_a_flow_when_greedy_strands_gpus() -> N
 def test_replay_needs_the_same_fair_share_rule() -> None:
     """The cache key holds the fair-share rule: the same cluster and jobs under the other
     rule are solved anew, not replayed (their floors may differ)."""
-    from synergy_opt.mechanisms.opt.mechanism import round_key
+    from synergy_opt.mechanisms.opt.round_cache import round_key
 
     inst = paper_multi_gpu_round()
     other = dataclasses.replace(

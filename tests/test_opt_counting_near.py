@@ -28,6 +28,7 @@ from synergy_opt.mechanisms.opt.counting_route import (
     counting_route,
 )
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
+from synergy_opt.mechanisms.opt.points import deploy_plan
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.types import build_allocation
 from tests.conftest import assert_plan_on_whole_gpus
@@ -43,7 +44,7 @@ def test_route_realises_a_round_whose_super_machine_points_do_not_deploy() -> No
     assert ctx is not None
     plan = counting_near_route(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
-    points, parts = Opt.deploy_plan(ctx, plan)
+    points, parts = deploy_plan(ctx, plan)
     alloc = build_allocation(ctx.inst, "opt", parts)
     assert check_allocation(ctx.inst, alloc, fair_share=True) == []
     assert alloc.total_throughput == pytest.approx(total_of(ctx, plan, points), abs=1e-6)

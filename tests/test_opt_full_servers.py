@@ -30,6 +30,7 @@ from synergy_opt.mechanisms.opt.full_servers import (
     full_server_optimum,
 )
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
+from synergy_opt.mechanisms.opt.points import deploy_plan
 from synergy_opt.mechanisms.packing import select_runnable
 from tests.conftest import assert_plan_on_whole_gpus
 
@@ -136,7 +137,7 @@ def test_route_realises_the_full_server_points() -> None:
         counting_route(ctx)
     plan = counting_full_servers_route(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, _ = deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(OPTIMUM_1139, abs=ABS_TOL)
     # late, and before counting-near (whose plan there reached 67.7 in 7 s CPU)
     assert ROUTES["counting-full-servers"].late
@@ -147,7 +148,7 @@ def test_counting_route_realises_the_points_by_relax_and_fix_first() -> None:
     ctx = Opt().context(family_round("split-penalty", 128, 1107))
     assert ctx is not None
     plan = counting_route(ctx)
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, _ = deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(ctx.optimum, abs=ABS_TOL)  # was 59.25
 
 
@@ -168,7 +169,7 @@ def test_counting_route_runs_its_mip_only_where_relax_and_fix_finds_nothing(
     # the two relax-and-fix steps, no 1000-node MIP (no job fills its servers here, so no
     # full-server model either)
     assert nodes == [cr.COUNTING_ROUTE_RELAX_FIX_NODES] * 2
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, _ = deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(43.211, abs=ABS_TOL)  # the MIP's too
 
 
@@ -180,12 +181,12 @@ def test_a_packing_at_the_full_server_points_deploys_without_re_optimisation(
     re-optimised by a MIP against the pooled points, which ``opt-exact``'s clock cut after
     the packing had been found (the answer was then 56.036)."""
     from synergy_opt.mechanisms import opt_exact
-    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt import points
 
     def refused(*_: Any) -> Any:
         raise RoundingError("re-optimised")
 
-    monkeypatch.setattr(mechanism, "reoptimise", refused)
+    monkeypatch.setattr(points, "reoptimise", refused)
     inst = family_round("split-penalty", 128, 4)
     got = opt_exact._packed(inst, MechanismOptions(), 60.0)
     assert got is not None
@@ -200,5 +201,5 @@ def test_a_packing_at_the_full_server_points_deploys_without_re_optimisation(
     plan = {
         ja.id: tuple(sorted((index[p.server], p.gpus) for p in ja.placement)) for ja in got.jobs
     }
-    assert Opt._direct_points(ctx, plan) is None
-    assert Opt._direct_points(ctx, plan, at=full) is not None
+    assert points.direct_points(ctx, plan) is None
+    assert points.direct_points(ctx, plan, at=full) is not None

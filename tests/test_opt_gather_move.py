@@ -20,6 +20,7 @@ from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt import gather_move as gm
 from synergy_opt.mechanisms.opt.neighbourhood import State, total_of
+from synergy_opt.mechanisms.opt.points import deploy_plan
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import build_allocation
 from tests.conftest import assert_plan_on_whole_gpus
@@ -38,7 +39,7 @@ def counting_1163() -> tuple[Any, State]:
     ctx = Opt().context(family_round("split-penalty", 128, 1163))
     assert ctx is not None
     plan = ROUTES["counting"].plan(ctx)
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, _ = deploy_plan(ctx, plan)
     return ctx, State(plan, points, total_of(ctx, plan, points))
 
 

@@ -20,6 +20,7 @@ from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.counting_route import counting_route
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
+from synergy_opt.mechanisms.opt.points import deploy_plan, direct_points
 from synergy_opt.mechanisms.opt.relax_fix_route import relax_fix_route
 from synergy_opt.mechanisms.opt.routes import late_routes
 from tests.conftest import assert_plan_on_whole_gpus
@@ -63,7 +64,7 @@ def test_route_plan_deploys_the_super_machine_points() -> None:
     plan = relax_fix_route(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
     assert any(len(parts) > 1 for parts in plan.values())
-    assert Opt._direct_points(ctx, plan) is not None  # no re-optimisation needed
+    assert direct_points(ctx, plan) is not None  # no re-optimisation needed
 
 
 @pytest.mark.parametrize(
@@ -95,7 +96,7 @@ def test_route_runs_where_the_counting_routes_mip_found_nothing() -> None:
         counting_route(ctx)
     plan = relax_fix_route(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
-    points, _ = Opt.deploy_plan(ctx, plan)
+    points, _ = deploy_plan(ctx, plan)
     assert total_of(ctx, plan, points) == pytest.approx(ctx.optimum, abs=1e-6)
     assert ctx.optimum == pytest.approx(64.15, abs=1e-6)
     got = make_mechanism("opt").allocate(inst)

@@ -22,7 +22,7 @@ import pytest
 from synergy_opt.check import _floor_lookup, check_allocation, facts
 from synergy_opt.generate import MULTI_GPU_MIX, GenerateSpec, family_round, generate_instance
 from synergy_opt.io import allocation_to_dict, dumps
-from synergy_opt.mechanisms.opt import Opt, mechanism, transport
+from synergy_opt.mechanisms.opt import Opt, answer, transport
 from synergy_opt.mechanisms.opt.context import RoundContext
 from synergy_opt.mechanisms.opt.routes import FRACTION_EPS, balanced, vertex_entries
 from synergy_opt.mechanisms.packing import max_single_server_gpus
@@ -120,7 +120,7 @@ def test_opt_builds_tune_allocation_only_when_it_returns_it(
     inst = family_round("multi-gpu", 64, 0)
     worse = build_allocation(inst, "opt", {})  # schedules nothing: TUNE is higher
     tr = Tune().tune_round(inst)
-    out = mechanism._better_of(inst, worse, tr, "opt", 0.0)
+    out = answer.better_of(inst, worse, tr, "opt", 0.0)
     want = dataclasses.replace(Tune().allocate(inst), mechanism="opt")
     assert out.total_throughput == want.total_throughput
     assert [ja.placement for ja in out.jobs] == [ja.placement for ja in want.jobs]

@@ -16,6 +16,7 @@ from synergy_opt.mechanisms import make_mechanism
 from synergy_opt.mechanisms.opt import ROUTES, Opt
 from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.neighbourhood import State, total_of
+from synergy_opt.mechanisms.opt.points import deploy_plan
 from synergy_opt.mechanisms.opt.spread_move import spread_candidates, spread_move
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.types import build_allocation
@@ -38,7 +39,7 @@ def _best_route_state(seed: int) -> tuple[object, State]:
             continue
         try:
             plan = r.plan(ctx)
-            points, _ = Opt.deploy_plan(ctx, plan)
+            points, _ = deploy_plan(ctx, plan)
         except RoundingError:
             continue
         state = State(plan, points, total_of(ctx, plan, points))

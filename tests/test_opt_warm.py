@@ -167,12 +167,12 @@ def test_highs_options_pass_through() -> None:
     """``highs_options`` reach HiGHS: the optimum is unchanged with the options OPT uses,
     and an option HiGHS refuses is an error, not silently dropped."""
     from synergy_opt.mechanisms.opt.context import OPT_HIGHS_OPTIONS
-    from synergy_opt.mechanisms.opt.mechanism import _split_super_machine
+    from synergy_opt.mechanisms.opt.super_machine import split_super_machine
     from synergy_opt.mechanisms.packing import select_runnable
     from synergy_opt.solve import solve_matrix
 
     inst = family_round("multi-gpu", 64, 2)
-    mm = _split_super_machine(inst, select_runnable(inst)).matrix
+    mm = split_super_machine(inst, select_runnable(inst)).matrix
     plain = solve_matrix(mm, "highs", threads=1)
     quick = solve_matrix(mm, "highs", threads=1, highs_options=OPT_HIGHS_OPTIONS)
     assert plain.objective is not None and quick.objective == pytest.approx(plain.objective)

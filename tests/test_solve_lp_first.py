@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from synergy_opt.generate import family_round
 from synergy_opt.matrix import MatrixModel, csc_columns
-from synergy_opt.mechanisms.opt.mechanism import _split_super_machine
+from synergy_opt.mechanisms.opt.super_machine import split_super_machine
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix
 
@@ -106,7 +106,7 @@ def test_lp_first_finds_the_mip_optimum(
 def test_super_machine_optimum_unchanged(family: str, gpus: int, seed: int) -> None:
     """OPT's super-machine (the MIP it solves LP-first) has the MIP's optimum and bound."""
     inst = family_round(family, gpus, seed)
-    mm = _split_super_machine(inst, select_runnable(inst)).matrix
+    mm = split_super_machine(inst, select_runnable(inst)).matrix
     fast = solve_matrix(mm, lp_first=True)
     plain = solve_matrix(mm)
     assert fast.objective == pytest.approx(plain.objective, rel=1e-7)

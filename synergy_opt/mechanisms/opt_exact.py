@@ -56,7 +56,7 @@ from synergy_opt.formulations.counting_fast import (
 )
 from synergy_opt.formulations.patterns_fast import pattern_search
 from synergy_opt.mechanisms.base import MechanismOptions, make_mechanism, register
-from synergy_opt.mechanisms.opt import Opt, _better_of, _bound_for, _tune_fallback
+from synergy_opt.mechanisms.opt import Opt, better_of, bound_for, tune_fallback
 from synergy_opt.mechanisms.opt.context import RoundingError, time_notes
 from synergy_opt.mechanisms.opt.packing_route import (
     FULL_SERVER_POINTS,
@@ -65,6 +65,7 @@ from synergy_opt.mechanisms.opt.packing_route import (
     packing_plan,
 )
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE
+from synergy_opt.mechanisms.opt.points import deploy_plan
 from synergy_opt.mechanisms.opt.stranded import runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, guard_deadline
@@ -221,7 +222,7 @@ class OptExact:
         solver = self.options.solver
         limit = self.options.time_limit_s or EXACT_DEFAULT_TIME_LIMIT_S
         if not runnable:
-            return _tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
+            return tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
         search = pattern_search(inst, runnable)
         staged = search == "exact"
         pair = FLOOR_PAIR and search in ("pair", "split")
@@ -261,7 +262,7 @@ class OptExact:
                 early.kill()
             log.info("opt-exact on %s: opt's answer meets its bound", inst.name)
             mine = _relabelled(inst, heuristic, heuristic.upper_bound, [], runnable)
-            return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+            return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
         starts = _starts_of((heuristic, tune), runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
@@ -349,7 +350,7 @@ class OptExact:
             if _meets(got, got.upper_bound, runnable):
                 log.info("opt-exact on %s: opt beside the counting MIP meets its bound", inst.name)
                 mine = _relabelled(inst, got, got.upper_bound, [], runnable)
-                return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+                return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
             res = _no_answer(solver, 0.0)  # pragma: no cover - stopped only where it meets it
         if probe is not None and res is not probe:
             res = _merge(probe, res)  # its bound can be the smaller
@@ -406,7 +407,7 @@ class OptExact:
                 note += f" and meets the bound {upper:.6g} (proven)"
             log.warning("opt-exact on %s: %s", inst.name, note)
             mine = _relabelled(inst, heuristic, upper, [*notes, note], runnable)
-        return _better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
 
 
 def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
@@ -456,11 +457,11 @@ def _with_beside(
         log.info("opt-exact on %s: opt beside the search gave nothing: %s", inst.name, e)
         return heuristic
     log.info("opt-exact on %s: opt beside the search: %.6g", inst.name, got.total_throughput)
-    # a bound covers the runnable set: an answer of part of it has none (_bound_for)
+    # a bound covers the runnable set: an answer of part of it has none (bound_for)
     bounds = [
         b
         for a in (heuristic, got)
-        if (b := _bound_for(inst, a, a.upper_bound, [], runnable=runnable)[0]) is not None
+        if (b := bound_for(inst, a, a.upper_bound, [], runnable=runnable)[0]) is not None
     ]
     upper = min(bounds) if bounds else heuristic.upper_bound
     if got.total_throughput > heuristic.total_throughput + THROUGHPUT_EPS:
@@ -528,7 +529,7 @@ def _packed(inst: RoundInstance, options: MechanismOptions, seconds: float) -> A
         return None
     try:
         plan = packing_plan(ctx, share=1.0)
-        _, parts = Opt.deploy_plan(ctx, plan)
+        _, parts = deploy_plan(ctx, plan)
     except RoundingError as e:
         log.info("opt-exact on %s: packing: %s", inst.name, e)
         return None
@@ -551,7 +552,7 @@ def _relabelled(
     schedules exactly that set (``opt`` may return a typed pass's answer over another set,
     whose total the runnable set's bound does not cover: tiny 3-type round 194, 1.865
     against a bound of 1.712, used to fail the check and fall back to TUNE's 0.2)."""
-    upper, notes = _bound_for(inst, heuristic, upper, notes, runnable=runnable)
+    upper, notes = bound_for(inst, heuristic, upper, notes, runnable=runnable)
     return dataclasses.replace(
         heuristic, mechanism=OptExact.name, upper_bound=upper, notes=tuple(notes)
     )

@@ -54,9 +54,17 @@ counting LP on small rounds, and the routes run on the round with each job fixed
 type that model picks; the best checked answer of that, ``tune`` and ``tune-typed`` is
 returned, so OPT is never below either.  The plain pass (routes on the reference matrices)
 runs only where the fixed round gives no checked answer of the whole runnable set.
+
+Where each step lives: :mod:`.mechanism` (the ``Opt`` class: the round's steps in order,
+the routes' driver and the warm start), :mod:`.super_machine` (step 1's model and its demand
+classes), :mod:`.bounds` (the bounds beside it), :mod:`.points` (step 3's points on a plan),
+:mod:`.answer` (the checked answer against TUNE's, shared with ``opt-exact``) and
+:mod:`.round_cache` (identical rounds replayed).
 """
 
 from synergy_opt.mechanisms.opt import (
+    answer,
+    bounds,
     configure,
     context,
     counting_route,
@@ -65,14 +73,18 @@ from synergy_opt.mechanisms.opt import (
     neighbourhood,
     packing_route,
     pattern_dive,
+    points,
     relax_fix_route,
     repair,
+    round_cache,
     routes,
+    super_machine,
     transport,
     typed,
 )
+from synergy_opt.mechanisms.opt.answer import better_of, bound_for, tune_fallback
 from synergy_opt.mechanisms.opt.context import Clock, GpuPlan, RoundContext, RoundingError
-from synergy_opt.mechanisms.opt.mechanism import Opt, _better_of, _bound_for, _tune_fallback
+from synergy_opt.mechanisms.opt.mechanism import Opt
 from synergy_opt.mechanisms.opt.routes import ROUTES, Route
 
 __all__ = [
@@ -83,9 +95,10 @@ __all__ = [
     "Route",
     "RoundContext",
     "RoundingError",
-    "_better_of",
-    "_bound_for",
-    "_tune_fallback",
+    "answer",
+    "better_of",
+    "bound_for",
+    "bounds",
     "configure",
     "context",
     "counting_route",
@@ -94,9 +107,13 @@ __all__ = [
     "neighbourhood",
     "packing_route",
     "pattern_dive",
+    "points",
     "relax_fix_route",
     "repair",
+    "round_cache",
     "routes",
+    "super_machine",
     "transport",
+    "tune_fallback",
     "typed",
 ]

@@ -5,31 +5,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from synergy_opt.check import check_allocation, fair_share_floor, forced_split_factor
 from synergy_opt.deadline import Child, warm_up
-from synergy_opt.formulations.fast import (
-    DemandClass,
-    JobClass,
-    SplitKnapsackModel,
-    build_super_machine_split,
-    class_key,
-)
-from synergy_opt.formulations.typed_fast import (
-    is_typed_round,
-    lowest_fair_share,
-    super_machine_matrix,
-)
+from synergy_opt.formulations.fast import SplitKnapsackModel, class_key
+from synergy_opt.formulations.typed_fast import is_typed_round
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions, register
+from synergy_opt.mechanisms.opt import points as plan_points
+from synergy_opt.mechanisms.opt.answer import better_of, capped, tune_fallback
+from synergy_opt.mechanisms.opt.bounds import counting_lp_bound, split_floor_bound, typed_bound
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
     point_model,
     relaxation_bound,
-    reoptimise,
     solve_points,
 )
 from synergy_opt.mechanisms.opt.context import (
@@ -41,29 +31,36 @@ from synergy_opt.mechanisms.opt.context import (
     Point,
     RoundContext,
     RoundingError,
-    placed_floor,
     time_note,
 )
 from synergy_opt.mechanisms.opt.full_servers import (
-    FullServerOptimum,
     full_server_bound,
-    full_server_optimum,
 )
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.packing_route import load_packing_solver
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan, start_dive
 from synergy_opt.mechanisms.opt.repair import repair
+from synergy_opt.mechanisms.opt.round_cache import (
+    ROUND_CACHE_SIZE,
+    CachedRound,
+    RoundKey,
+    round_key,
+)
 from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.stranded import StrandMemo, runnable_at_floors, with_passed_over
-from synergy_opt.mechanisms.opt.transport import deploy, overcommitment
+from synergy_opt.mechanisms.opt.super_machine import (
+    demand_classes,
+    point_value,
+    split_super_machine,
+)
+from synergy_opt.mechanisms.opt.transport import overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
-from synergy_opt.mechanisms.packing import max_single_server_gpus, select_runnable
+from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.mechanisms.tune import Tune, TuneRound
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
-    THROUGHPUT_EPS,
     Allocation,
     Cluster,
     Job,
@@ -74,9 +71,6 @@ from synergy_opt.types import (
 
 log = logging.getLogger(__name__)
 
-#: The counting model's LP bound is computed on rounds of at most this many servers (128
-#: GPUs of 8-GPU servers): 0.1 s there, seconds at 512 GPUs of the multi-GPU mix.
-COUNTING_BOUND_MAX_SERVERS: int = 16
 #: The search ends once a plan is within this fraction of the split-aware super-machine
 #: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
 #: search per round at 128 GPUs.
@@ -100,207 +94,11 @@ REPAIR: bool = True
 #: round, as before 2026-12, not only where the round with types fixed gives no checked
 #: answer of the whole runnable set.  Off only to measure it (bench table 4).
 PLAIN_PASS_ALWAYS: bool = False
-#: Rounds remembered per ``opt`` instance (a simulation keeps one): an identical round
-#: (same cluster, same multiset of job classes) replays its answer instead of solving.
-ROUND_CACHE_SIZE: int = 64
 
-RoundKey = tuple[object, str, frozenset[tuple[tuple[object, ...], int]]]
 #: Per job id of the last round: its class key and its GPUs per server (server index, GPUs).
 Previous = dict[str, tuple[tuple[object, ...], tuple[tuple[int, int], ...]]]
 #: The name the warm-start plan goes by in logs and notes.
 WARM_START: str = "previous-round"
-
-
-def round_key(inst: RoundInstance, runnable: Sequence[Job]) -> RoundKey:
-    """The cluster, the fair-share rule and the multiset of runnable job classes: rounds
-    with equal keys have the same allocations up to renaming interchangeable jobs (their
-    floors are equal too: fair shares depend only on the cluster and the rule)."""
-    counts = Counter(class_key(j) for j in runnable)
-    return (inst.cluster, inst.fair_share_mode, frozenset(counts.items()))
-
-
-@dataclass(frozen=True, slots=True)
-class CachedRound:
-    """Per job class, the parts its members got (priority order), and the round's bound."""
-
-    parts: dict[tuple[object, ...], tuple[tuple[PlacementPart, ...], ...]]
-    upper_bound: float | None
-
-    @classmethod
-    def of(cls, inst: RoundInstance, runnable: Sequence[Job], alloc: Allocation) -> CachedRound:
-        """Remember ``alloc`` by class (jobs of a class in priority order)."""
-        got = {ja.id: ja.placement for ja in alloc.jobs}
-        parts: dict[tuple[object, ...], list[tuple[PlacementPart, ...]]] = {}
-        for job in runnable:
-            parts.setdefault(class_key(job), []).append(got.get(job.id, ()))
-        return cls({k: tuple(v) for k, v in parts.items()}, alloc.upper_bound)
-
-    def replay(
-        self, inst: RoundInstance, runnable: Sequence[Job], name: str, solver: str
-    ) -> Allocation:
-        """The remembered answer for this round's jobs, class member by class member."""
-        seen: Counter[tuple[object, ...]] = Counter()
-        placements: dict[str, list[PlacementPart]] = {}
-        for job in runnable:
-            k = class_key(job)
-            parts = self.parts[k][seen[k]]
-            seen[k] += 1
-            if parts:
-                placements[job.id] = list(parts)
-        return build_allocation(inst, name, placements, solver=solver, upper_bound=self.upper_bound)
-
-
-def _tune_fallback(
-    inst: RoundInstance,
-    tune: Allocation | TuneRound,
-    name: str,
-    solver: str,
-    upper: float | None,
-    notes: Sequence[str],
-    t0: float,
-    *,
-    runnable: Sequence[Job] | None = None,
-    level: int = logging.WARNING,
-) -> Allocation:
-    """TUNE's allocation relabelled as ``name``, with the bound and the reasons.
-
-    The bound covers the runnable set; if TUNE left part of it unscheduled the bound does
-    not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
-    job adds), so it is dropped and the note says why.
-    """
-    if isinstance(tune, TuneRound):
-        tune = tune.allocation()
-    upper, notes = _bound_for(inst, tune, upper, notes, runnable=runnable)
-    for n in notes:
-        log.log(level, "%s on %s: %s", name, inst.name, n)
-    return dataclasses.replace(
-        tune,
-        mechanism=name,
-        solver=solver,
-        upper_bound=upper,
-        notes=tuple(notes),
-        solve_seconds=time.perf_counter() - t0,
-    )
-
-
-def _bound_for(
-    inst: RoundInstance,
-    alloc: Allocation,
-    upper: float | None,
-    notes: Sequence[str],
-    *,
-    runnable: Sequence[Job] | None = None,
-) -> tuple[float | None, list[str]]:
-    """The runnable set's bound if ``alloc`` schedules exactly that set, else none (and why).
-
-    ``runnable``: ``select_runnable(inst)`` when the caller has it already."""
-    if runnable is None:
-        runnable = select_runnable(inst)
-    if upper is not None and {j.id for j in alloc.jobs} != {j.id for j in runnable}:
-        return None, [*notes, "no upper bound: only part of the runnable set is scheduled"]
-    return upper, list(notes)
-
-
-def _better_of(
-    inst: RoundInstance,
-    mine: Allocation,
-    tune: Allocation | TuneRound,
-    name: str,
-    t0: float,
-    *,
-    checked: bool = False,
-    runnable: Sequence[Job] | None = None,
-    level: int = logging.WARNING,
-) -> Allocation:
-    """Return ``mine`` unless it breaks a rule or TUNE's total is higher.
-
-    ``tune``: TUNE's allocation, or its :class:`~synergy_opt.mechanisms.tune.TuneRound`,
-    whose allocation is then built only if it is returned.
-
-    ``checked``: ``mine`` relabels an answer the checker already passed for a round with
-    the same cluster and job classes (same capacities, floors and demands), so the check
-    is not repeated.
-
-    The bound covers the runnable set, so it is dropped (and the notes say why) from an
-    answer that schedules less *before* the check: the checker refuses a total above the
-    claimed bound, and such an answer can exceed it (fuzz seed 174: ``opt``'s 2.7418 on
-    part of the runnable set against the whole set's bound 2.1418 was refused, and TUNE's
-    0.5418 returned).
-    """
-    claimed = mine.upper_bound  # the runnable set's bound: TUNE's answer may schedule it
-    upper, notes = _bound_for(inst, mine, claimed, mine.notes, runnable=runnable)
-    mine = dataclasses.replace(mine, upper_bound=upper)
-    bad = [] if checked else check_allocation(inst, mine, fair_share=True)
-    note = None
-    if bad:
-        note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
-    elif tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
-        note = (
-            f"returned tune's allocation: total {tune.total_throughput:.6g} beats the rounded "
-            f"{name} solution's {mine.total_throughput:.6g}"
-        )
-    if note is not None:
-        return _tune_fallback(
-            inst,
-            tune,
-            name,
-            mine.solver or "",
-            claimed,
-            [note],
-            t0,
-            runnable=runnable,
-            level=level,
-        )
-    for n in notes[len(mine.notes) :]:
-        log.log(level, "%s on %s: %s", name, inst.name, n)
-    return dataclasses.replace(mine, notes=tuple(notes), solve_seconds=time.perf_counter() - t0)
-
-
-def _capped(
-    inst: RoundInstance, out: Allocation, cap: int, level: int = logging.WARNING
-) -> Allocation:
-    """``out`` within ``--max-fragmented`` ``cap``: the user's cap is a constraint, kept
-    "at a known cost" even where every route failed it and the answer is a fallback
-    (TUNE's, or ``tune-typed``'s on typed rounds, which spread as they need).  Spread jobs
-    beyond the cap, least important first, are left waiting; jobs larger than every server
-    they may use are not counted (they cannot run otherwise).  Found by
-    bench/fuzz_rounds.py: a typed 4-server round whose eight runnable jobs need one spread,
-    ``--max-fragmented 0``, answered with that spread and no note."""
-    servers = inst.cluster.servers
-    jobs = {j.id: j for j in inst.jobs}
-    spread = [
-        ja
-        for ja in out.jobs
-        if len(ja.placement) > 1
-        and jobs[ja.id].gpus <= max_single_server_gpus(servers, jobs[ja.id])
-    ]
-    if len(spread) <= cap:
-        return out
-    order = {j.id: i for i, j in enumerate(inst.jobs)}
-    dropped = [ja.id for ja in sorted(spread, key=lambda ja: order[ja.id])[cap:]]
-    waiting = set(dropped)
-    note = (
-        f"--max-fragmented {cap}: left {', '.join(dropped)} waiting (every plan within the "
-        f"cap failed, and the fallback spread {len(spread)} jobs)"
-    )
-    log.log(level, "%s on %s: %s", out.mechanism, inst.name, note)
-    keep = {ja.id: ja.placement for ja in out.jobs if ja.id not in waiting}
-    return build_allocation(
-        inst,
-        out.mechanism,
-        keep,
-        solver=out.solver,
-        upper_bound=None,  # a bound covers the runnable set, which this no longer schedules
-        solve_seconds=out.solve_seconds,
-        notes=(*out.notes, note, "no upper bound: only part of the runnable set is scheduled"),
-    )
-
-
-def _within_cap(ctx: RoundContext, plan: GpuPlan) -> None:
-    """Refuse a route's plan that spreads more jobs than the round's cap."""
-    spread = sum(1 for parts in plan.values() if len(parts) > 1)
-    if spread > ctx.max_fragmented:
-        raise RoundingError(f"spreads {spread} jobs, more than the cap {ctx.max_fragmented}")
 
 
 def _search(ctx: RoundContext, state: State, target: float) -> State:
@@ -313,33 +111,6 @@ def _search(ctx: RoundContext, state: State, target: float) -> State:
     if state.total < target:
         state = gather_move(ctx, state, target)
     return state
-
-
-def counting_lp_bound(
-    inst: RoundInstance,
-    runnable: Sequence[Job],
-    upper: float,
-    solve: Callable[[MatrixModel], SolveResult],
-) -> float:
-    """min(``upper``, LP relaxation of the per-server counting model) on rounds of at most
-    :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
-
-    It bounds every allocation of the runnable set that keeps each job's floor, typed
-    rounds included, because it relaxes the exact per-server model
-    (:mod:`synergy_opt.formulations.counting`)."""
-    if len(inst.cluster.servers) > COUNTING_BOUND_MAX_SERVERS:
-        return upper
-    from synergy_opt.formulations.counting import counting_data
-    from synergy_opt.formulations.counting_fast import build_counting_matrix
-
-    # The relaxation's spread floors (the lowest a split allows) make it a bound.
-    data = counting_data(inst, runnable, spread_floor="low")
-    if not data["bound_valid"]:
-        return upper
-    lp = solve(build_counting_matrix(data, relax=True).matrix)
-    if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
-        return min(upper, lp.dual_bound)
-    return upper
 
 
 @register(
@@ -412,7 +183,7 @@ class Opt:
         """:meth:`_allocate` on ``runnable`` (the jobs that may hold their floors)."""
         solver = self.options.solver
         if not runnable:
-            return _tune_fallback(
+            return tune_fallback(
                 inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable, level=level
             )
         key = round_key(inst, runnable)
@@ -421,7 +192,7 @@ class Opt:
             self._cache.move_to_end(key)
             mine = hit.replay(inst, runnable, self.name, solver)
             log.info("opt on %s: replayed the answer of an identical earlier round", inst.name)
-            out = _better_of(
+            out = better_of(
                 inst, mine, tune, self.name, t0, checked=True, runnable=runnable, level=level
             )
             self._remember(inst, runnable, out)
@@ -434,7 +205,7 @@ class Opt:
         else:
             out = self._solve(inst, runnable, tune, t0, level)
         if self.options.max_fragmented is not None:
-            out = _capped(inst, out, self.options.max_fragmented, level)
+            out = capped(inst, out, self.options.max_fragmented, level)
         if not out.notes and out.upper_bound is not None:
             self._cache[key] = CachedRound.of(inst, runnable, out)
             while len(self._cache) > ROUND_CACHE_SIZE:
@@ -574,7 +345,7 @@ class Opt:
         clock, by default the options')."""
         clock = Clock.started(self.options.time_limit_s if time_limit_s is None else time_limit_s)
         solver = self.options.solver
-        ksm = _split_super_machine(inst, runnable, self._class_floors(inst))
+        ksm = split_super_machine(inst, runnable, self._class_floors(inst))
         res = solve_matrix(
             ksm.matrix,
             solver,
@@ -586,15 +357,18 @@ class Opt:
         )
         upper = res.dual_bound
         if upper is not None and inst.per_server_shares:
-            upper = self._split_floor_bound(inst, runnable, upper, clock)
+            used = self._class_floors(inst)  # filled by this round's split_super_machine
+            upper = split_floor_bound(
+                inst, runnable, upper, clock, self.options, used, self._lowest_floors
+            )
         if any(j.sensitivity_by_type for j in runnable):
             # The split-aware super-machine reads each job's reference matrix; on a faster
             # GPU type a job may realise more, so its optimum is no bound there (its points
             # still guide): the typed super-machine's is.
-            upper = self._typed_bound(inst, runnable, clock)
+            upper = typed_bound(inst, runnable, clock, self.options)
         if res.status is not TerminationStatus.OPTIMAL or res.x is None:
             note = f"fell back to tune: super-machine solve ended {res.status} ({res.solver})"
-            return _tune_fallback(
+            return tune_fallback(
                 inst, tune, self.name, solver, upper, [note], t0, runnable=runnable, level=level
             )
         log.info(
@@ -615,62 +389,16 @@ class Opt:
             notes = [f"fell back to tune: {'; '.join(errors)}"]
             if ctx.time_stops:  # a route the clock cut may be why every route failed
                 notes.append(time_note(ctx.time_stops))
-            return _tune_fallback(
+            return tune_fallback(
                 inst, tune, self.name, solver, upper, notes, t0, runnable=runnable, level=level
             )
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
-        out = _better_of(inst, mine, tune, self.name, t0, runnable=runnable, level=level)
+        out = better_of(inst, mine, tune, self.name, t0, runnable=runnable, level=level)
         if ctx.time_stops:  # also where TUNE won: that too was decided against the clock
             out = dataclasses.replace(out, notes=(*out.notes, time_note(ctx.time_stops)))
         return out
-
-    def _split_floor_bound(
-        self, inst: RoundInstance, runnable: Sequence[Job], upper: float, clock: Clock
-    ) -> float | None:
-        """The split-aware super-machine's bound with the floors no split goes below.
-
-        Under the per-server rule a spread job's floor is read at its servers' summed whole
-        cores, which can fall below every whole job's (two 1-GPU parts at 3.5 cores per GPU
-        hold 6 cores, one 2-GPU part 7): the points the guiding model drops there may carry
-        the optimum, so its value bounds nothing.  Where no job's lowest floor
-        (:func:`~synergy_opt.formulations.typed_fast.lowest_fair_share`) is below the one
-        the model used, ``upper`` stands; otherwise the model is solved again on those."""
-        used = self._class_floors(inst)  # filled by this round's _split_super_machine
-        lowest = self._lowest_floors
-        for job in runnable:  # floors depend only on the class (and the cluster and rule)
-            key = class_key(job)
-            if key not in lowest:
-                lowest[key] = lowest_fair_share(inst, job) * forced_split_factor(inst, job)
-        if all(lowest[k] >= used[k] - THROUGHPUT_EPS for k in {class_key(j) for j in runnable}):
-            return upper
-        low = {j.id: lowest[class_key(j)] for j in runnable}
-        res = solve_matrix(
-            build_super_machine_split(inst, runnable, low).matrix,
-            self.options.solver,
-            time_limit=clock.left(),
-            threads=self.options.threads,
-            rel_gap=DEFAULT_REL_GAP,
-        )
-        log.info("split-floor super-machine bound %s (%s)", res.dual_bound, res.status)
-        return res.dual_bound if res.status is TerminationStatus.OPTIMAL else None
-
-    def _typed_bound(
-        self, inst: RoundInstance, runnable: Sequence[Job], clock: Clock
-    ) -> float | None:
-        """The typed super-machine's dual bound over the runnable set (one GPU-type choice
-        per job, ``formulations/super_machine.md``), ``None`` when the solve gives none."""
-        res = solve_matrix(
-            super_machine_matrix(inst, runnable),
-            self.options.solver,
-            time_limit=clock.left(),
-            threads=self.options.threads,
-            rel_gap=DEFAULT_REL_GAP,
-            highs_options=OPT_HIGHS_OPTIONS,
-        )
-        log.info("typed super-machine bound %s (%s)", res.dual_bound, res.status)
-        return res.dual_bound
 
     def _tighter_bound(self, ctx: RoundContext, upper: float) -> float:
         """:func:`counting_lp_bound` with the round's clock."""
@@ -685,7 +413,7 @@ class Opt:
         runnable, _ = runnable_at_floors(inst, select_runnable(inst))  # as allocate's
         if not runnable:
             return None
-        ksm = _split_super_machine(inst, runnable)
+        ksm = split_super_machine(inst, runnable)
         res = solve_matrix(
             ksm.matrix,
             self.options.solver,
@@ -707,7 +435,7 @@ class Opt:
         clock: Clock,
     ) -> RoundContext:
         assert res.x is not None
-        demands = _demand_classes(inst, ksm.classes, ksm.picks(res.x))
+        demands = demand_classes(inst, ksm.classes, ksm.picks(res.x))
         cap = 3 * len(inst.cluster.servers)
         if self.options.max_fragmented is not None:
             cap = min(cap, self.options.max_fragmented)
@@ -720,7 +448,7 @@ class Opt:
             points={
                 job.id: point
                 for dc in demands
-                for point in [(dc.cpus, dc.mem_gb, _point_value(dc))]
+                for point in [(dc.cpus, dc.mem_gb, point_value(dc))]
                 for job in dc.jobs
             },
             spread_ids=frozenset(job.id for dc in demands if dc.spread for job in dc.jobs),
@@ -795,14 +523,14 @@ class Opt:
                 if key in seen:
                     continue
                 seen.add(key)
-                _within_cap(ctx, plan)
+                plan_points.within_cap(ctx, plan)
             except RoundingError as e:
                 if name != WARM_START and not fast_only:  # a fast-only route only adds
                     errors.append(f"{name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, name, e)
                 continue
             deployed: dict[str, list[PlacementPart]] = {}
-            points = self._direct_points(ctx, plan, deployed)
+            points = plan_points.direct_points(ctx, plan, deployed)
             if name == WARM_START:
                 # Taken only at the target; otherwise dropped, and the cold search runs as
                 # without it (a route finding the same plan still counts): as a mere
@@ -820,7 +548,7 @@ class Opt:
                 # total CPU of tune).
                 fixed = repair(ctx, plan, ctx.points)
                 if fixed is not None:
-                    points = self._direct_points(ctx, fixed, deployed)
+                    points = plan_points.direct_points(ctx, fixed, deployed)
                     if points is not None:
                         name, plan = f"{name}+repair", fixed
             if points is not None:
@@ -923,26 +651,13 @@ class Opt:
         if plan is None:
             return None
         try:
-            points, deployed = Opt._late_points(ctx, plan)
+            points, deployed = plan_points.late_points(ctx, plan)
         except RoundingError as e:
             log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
             return None
         # taken: whether the dive had answered by now depends on the machine's speed
         ctx.time_stops.append(PATTERN_DIVE)
         return keep(PATTERN_DIVE, plan, points, deployed)
-
-    @staticmethod
-    def _late_points(
-        ctx: RoundContext, plan: GpuPlan
-    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
-        """A late plan's points (and their parts, where deployed as they are: else empty)
-        within the cap: the super-machine's if they deploy on it, else re-optimised."""
-        _within_cap(ctx, plan)
-        deployed: dict[str, list[PlacementPart]] = {}
-        points = Opt._points_as_they_are(ctx, plan, deployed)
-        if points is None:
-            points, _ = reoptimise(ctx, plan)
-        return points, deployed
 
     @staticmethod
     def _late_routes(
@@ -969,7 +684,7 @@ class Opt:
                 ctx.memo[BEST_SO_FAR] = state.plan
             try:
                 plan = r.plan(ctx)
-                points, deployed = Opt._late_points(ctx, plan)
+                points, deployed = plan_points.late_points(ctx, plan)
             except RoundingError as e:
                 errors.append(f"{r.name}: {e}")
                 log.info("opt on %s: %s: %s", ctx.inst.name, r.name, e)
@@ -982,152 +697,3 @@ class Opt:
             if state.total >= target:
                 break
         return state
-
-    @staticmethod
-    def _direct_points(
-        ctx: RoundContext,
-        plan: GpuPlan,
-        deployed: dict[str, list[PlacementPart]] | None = None,
-        at: FullServerOptimum | None = None,
-    ) -> dict[str, Point] | None:
-        """The super-machine points (``at``'s, where given) if they deploy on ``plan`` as
-        they are, else ``None`` (``deployed``, when given, receives their placement parts)."""
-        jobs = {j.id: j for j in ctx.runnable}
-        chosen, spread_ids = (
-            (ctx.points, ctx.spread_ids) if at is None else (at.points, at.spread_ids)
-        )
-        penalised = any(  # spread where the super-machine kept it whole: points change
-            len(parts) > 1 and jobs[jid].split_penalty < 1.0 and jid not in spread_ids
-            for jid, parts in plan.items()
-        )
-        if penalised or len(plan) != len(ctx.runnable):
-            return None
-        points = {jid: chosen[jid] for jid in plan}
-        # Points other than the pooled ones are checked against each job's floor as placed
-        # (cheap): a plan deployed at them is not re-optimised, so nothing else would catch
-        # a floor they miss.
-        if (ctx.inst.per_server_shares or at is not None) and not _floors_kept(
-            ctx, plan, points, jobs
-        ):
-            return None
-        parts = deploy(ctx.inst, plan, points)
-        if parts is None:
-            return None
-        if deployed is not None:
-            deployed.clear()
-            deployed.update(parts)
-        return points
-
-    @staticmethod
-    def deploy_plan(
-        ctx: RoundContext, plan: GpuPlan
-    ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
-        """The super-machine points on ``plan`` if a max-flow fits them, else re-optimised."""
-        parts: dict[str, list[PlacementPart]] = {}
-        points = Opt._points_as_they_are(ctx, plan, parts)
-        if points is not None:
-            return points, parts
-        return reoptimise(ctx, plan)
-
-    @staticmethod
-    def _points_as_they_are(
-        ctx: RoundContext, plan: GpuPlan, deployed: dict[str, list[PlacementPart]]
-    ) -> dict[str, Point] | None:
-        """The pooled super-machine's points if they deploy on ``plan`` as they are, else
-        the full-server one's if they do, else ``None`` (``deployed`` receives the parts).
-        The packing and ``counting-full-servers`` plan at the full-server points:
-        re-optimising such a plan is a MIP that the clock can cut after the plan was found
-        (split penalties 128 GPUs seed 4, ``opt-exact`` at 10 s: the packing proved 58.467
-        in 4.4 s, then its re-optimisation ended at the time limit and the answer was
-        56.036)."""
-        points = Opt._direct_points(ctx, plan, deployed)
-        if points is not None:
-            return points
-        full = full_server_optimum(ctx)
-        if full is None:
-            return None
-        return Opt._direct_points(ctx, plan, deployed, at=full)
-
-
-def _floors_kept(
-    ctx: RoundContext, plan: GpuPlan, points: dict[str, Point], jobs: dict[str, Job]
-) -> bool:
-    """Whether every job of ``plan`` at ``points`` keeps its floor as placed.  The
-    super-machine's points keep the smallest floor over the servers a job may use; under
-    the per-server rule on mixed shapes a whole job's floor is its server's, a spread
-    job's its split's (fuzz seeds 50 and 174 found answers refused by the checker)."""
-    for jid, gpus in plan.items():
-        job = jobs[jid]
-        w = points[jid][2] * (job.split_penalty if len(gpus) > 1 else 1.0)
-        if w < placed_floor(ctx.inst, job, gpus) - THROUGHPUT_EPS:
-            return False
-    return True
-
-
-def _point_value(dc: DemandClass) -> float:
-    """W at the demand class's point (the super-machine's value for each of its jobs)."""
-    return dc.jobs[0].sensitivity.lookup(dc.cpus, dc.mem_gb)
-
-
-def _split_super_machine(
-    inst: RoundInstance,
-    runnable: Sequence[Job],
-    per_class: dict[tuple[object, ...], float] | None = None,
-) -> SplitKnapsackModel:
-    """The split-aware super-machine over the runnable set, floors as the checker's.
-
-    ``per_class``: required throughput per class key already known for this cluster and
-    fair-share rule (filled in here; an ``Opt`` keeps it across rounds on one cluster)."""
-    per_class = {} if per_class is None else per_class
-    required: dict[str, float] = {}
-    # The round's classes by the ids of their matrices first: ``per_class`` holds earlier
-    # rounds' matrix objects, which equal this round's value by value (a comparison of every
-    # grid value per look-up), so each class looks there once, not once per job.
-    local: dict[tuple[object, ...], float] = {}
-    for job in runnable:  # the floor depends only on what class_key holds
-        near = (
-            id(job.sensitivity),
-            job.gpus,
-            job.split_penalty,
-            job.gpu_types,
-            id(job.sensitivity_by_type),
-        )
-        got = local.get(near)
-        if got is None:
-            key = class_key(job)
-            got = per_class.get(key)
-            if got is None:
-                got = per_class[key] = fair_share_floor(inst, job)[1]
-            local[near] = got
-        required[job.id] = got
-    return build_super_machine_split(inst, runnable, required)
-
-
-def _demand_classes(
-    inst: RoundInstance,
-    classes: Sequence[JobClass],
-    picks: Sequence[Sequence[tuple[Point, int, bool]]],
-) -> list[DemandClass]:
-    """(class, point, spread?) groups; within a class, higher-priority jobs get the
-    higher-throughput points."""
-    servers = inst.cluster.servers
-    out: list[DemandClass] = []
-    # The allowed servers depend only on a job's GPU-type restriction (one scan each).
-    by_types: dict[tuple[str, ...] | None, tuple[int, ...]] = {}
-    for cl, pk in zip(classes, picks, strict=True):
-        first = cl.members[0]
-        allowed = by_types.get(first.gpu_types)
-        if allowed is None:
-            allowed = by_types[first.gpu_types] = tuple(
-                s for s, srv in enumerate(servers) if first.may_use(srv)
-            )
-        members = list(cl.members)
-        credit = cl.members[0].split_penalty
-        for (c, m, _), n, spread in sorted(
-            pk, key=lambda p: (-p[0][2] * (credit if p[2] else 1.0), p[0][0], p[0][1], p[2])
-        ):
-            take, members = members[:n], members[n:]
-            out.append(DemandClass(tuple(take), take[0].gpus, c, m, allowed, spread))
-        if members:  # pragma: no cover - (4) makes the counts add up
-            raise RoundingError("super-machine solution does not cover every job")
-    return out

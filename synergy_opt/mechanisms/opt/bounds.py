@@ -1,0 +1,105 @@
+"""Bounds ``opt`` reports beside its answer, each valid for every allocation of the
+runnable set that keeps the floors: the split-aware super-machine's where no split lowers
+a floor below the one it used, else the same model at the lowest floors any split allows;
+the typed super-machine's on typed rounds; and on small rounds the LP relaxation of the
+per-server counting model, which is often far tighter than the pooled super-machine."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from synergy_opt.check import forced_split_factor
+from synergy_opt.formulations.fast import build_super_machine_split, class_key
+from synergy_opt.formulations.typed_fast import lowest_fair_share, super_machine_matrix
+from synergy_opt.matrix import MatrixModel
+from synergy_opt.mechanisms.base import MechanismOptions
+from synergy_opt.mechanisms.opt.context import OPT_HIGHS_OPTIONS, Clock
+from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
+from synergy_opt.types import THROUGHPUT_EPS, Job, RoundInstance
+
+log = logging.getLogger(__name__)
+
+#: The counting model's LP bound is computed on rounds of at most this many servers (128
+#: GPUs of 8-GPU servers): 0.1 s there, seconds at 512 GPUs of the multi-GPU mix.
+COUNTING_BOUND_MAX_SERVERS: int = 16
+
+
+def split_floor_bound(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    upper: float,
+    clock: Clock,
+    options: MechanismOptions,
+    used: dict[tuple[object, ...], float],
+    lowest: dict[tuple[object, ...], float],
+) -> float | None:
+    """The split-aware super-machine's bound with the floors no split goes below.
+
+    Under the per-server rule a spread job's floor is read at its servers' summed whole
+    cores, which can fall below every whole job's (two 1-GPU parts at 3.5 cores per GPU
+    hold 6 cores, one 2-GPU part 7): the points the guiding model drops there may carry
+    the optimum, so its value bounds nothing.  Where no job's lowest floor
+    (:func:`~synergy_opt.formulations.typed_fast.lowest_fair_share`) is below the one
+    the model used (``used``, per job class), ``upper`` stands; otherwise the model is
+    solved again on those.  ``lowest``: the per-class memo of lowest floors (filled here)."""
+    for job in runnable:  # floors depend only on the class (and the cluster and rule)
+        key = class_key(job)
+        if key not in lowest:
+            lowest[key] = lowest_fair_share(inst, job) * forced_split_factor(inst, job)
+    if all(lowest[k] >= used[k] - THROUGHPUT_EPS for k in {class_key(j) for j in runnable}):
+        return upper
+    low = {j.id: lowest[class_key(j)] for j in runnable}
+    res = solve_matrix(
+        build_super_machine_split(inst, runnable, low).matrix,
+        options.solver,
+        time_limit=clock.left(),
+        threads=options.threads,
+        rel_gap=DEFAULT_REL_GAP,
+    )
+    log.info("split-floor super-machine bound %s (%s)", res.dual_bound, res.status)
+    return res.dual_bound if res.status is TerminationStatus.OPTIMAL else None
+
+
+def typed_bound(
+    inst: RoundInstance, runnable: Sequence[Job], clock: Clock, options: MechanismOptions
+) -> float | None:
+    """The typed super-machine's dual bound over the runnable set (one GPU-type choice
+    per job, ``formulations/super_machine.md``), ``None`` when the solve gives none."""
+    res = solve_matrix(
+        super_machine_matrix(inst, runnable),
+        options.solver,
+        time_limit=clock.left(),
+        threads=options.threads,
+        rel_gap=DEFAULT_REL_GAP,
+        highs_options=OPT_HIGHS_OPTIONS,
+    )
+    log.info("typed super-machine bound %s (%s)", res.dual_bound, res.status)
+    return res.dual_bound
+
+
+def counting_lp_bound(
+    inst: RoundInstance,
+    runnable: Sequence[Job],
+    upper: float,
+    solve: Callable[[MatrixModel], SolveResult],
+) -> float:
+    """min(``upper``, LP relaxation of the per-server counting model) on rounds of at most
+    :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
+
+    It bounds every allocation of the runnable set that keeps each job's floor, typed
+    rounds included, because it relaxes the exact per-server model
+    (:mod:`synergy_opt.formulations.counting`)."""
+    if len(inst.cluster.servers) > COUNTING_BOUND_MAX_SERVERS:
+        return upper
+    from synergy_opt.formulations.counting import counting_data
+    from synergy_opt.formulations.counting_fast import build_counting_matrix
+
+    # The relaxation's spread floors (the lowest a split allows) make it a bound.
+    data = counting_data(inst, runnable, spread_floor="low")
+    if not data["bound_valid"]:
+        return upper
+    lp = solve(build_counting_matrix(data, relax=True).matrix)
+    if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
+        return min(upper, lp.dual_bound)
+    return upper
