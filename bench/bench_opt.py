@@ -43,6 +43,7 @@ profiles, split 20/70/10):
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import logging
@@ -347,10 +348,16 @@ def cpu_timed(fn: Callable[[], Allocation]) -> tuple[Allocation, float, float]:
 
 def warm_up() -> None:
     """One untimed ``opt`` and ``tune`` round: lazy imports and the solver's first start are
-    once per process, not per round (in a 5-round median they moved the median round)."""
+    once per process, not per round (in a 5-round median they moved the median round).
+
+    Then a full garbage collection: the imports leave one owed (about 86,000 tracked
+    objects, 40-50 ms), which otherwise lands inside whichever timed step allocates next
+    (``bench_opt_steps.py`` charged it to the checker, 1.2 ms a round on average where the
+    checker takes 0.27)."""
     inst = family_round("multi-gpu", 32, 99)
     make_mechanism("opt").allocate(inst)
     make_mechanism("tune").allocate(inst)
+    gc.collect()
 
 
 def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:

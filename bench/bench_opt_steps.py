@@ -11,7 +11,9 @@ the swap repair, the max-flows, the checker, building the answer) as the package
 them.  The times are inclusive (a route's time holds the HiGHS run inside it), so they do
 not add up to ``opt``'s.  ``--skip`` leaves seeds out (multi-GPU 128 GPUs seed 7 takes 2 s
 where the others take 5 ms: its packing route runs).  Each step's wrapper costs about a
-microsecond per call, a few per cent of ``opt``'s time.
+microsecond per call, a few per cent of ``opt``'s time.  Garbage collections are timed too
+(their own row, ``gc`` callbacks): a collection runs inside whichever step allocates when it
+falls due, so that row says how much of the steps' times is the collector's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import gc
 import inspect
 import logging
 import statistics
@@ -40,6 +43,7 @@ from bench_opt import _cold, table, warm_up  # noqa: E402
 
 import synergy_opt.mechanisms.opt.answer as opt_answer  # noqa: E402
 import synergy_opt.mechanisms.opt.mechanism as opt_mechanism  # noqa: E402
+import synergy_opt.mechanisms.opt.points as opt_points  # noqa: E402
 import synergy_opt.mechanisms.opt.routes as opt_routes  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms import make_mechanism  # noqa: E402
@@ -47,21 +51,24 @@ from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.tune import Tune  # noqa: E402
 
 #: (module or class, attribute, label): the steps timed, as the package names them.  The
-#: module-level names are the ones ``mechanism.py`` (the checker: ``answer.py``) calls, so
-#: the wrapper sits where the call is made.
+#: module-level names are the ones the calls read (``mechanism.py``'s, the checker's in
+#: ``answer.py``, the deployment's in ``points.py``), so the wrapper sits where the call is made.
 STEPS: tuple[tuple[Any, str, str], ...] = (
     (opt_mechanism, "split_super_machine", "super-machine build"),
     (opt_mechanism, "solve_matrix", "super-machine solve (incl. HiGHS)"),
     (opt_mechanism, "repair", "swap repair"),
-    (opt_mechanism, "deploy", "max-flow deployment"),
+    (opt_points, "deploy", "max-flow deployment"),
     (opt_answer, "check_allocation", "checker"),
     (opt_mechanism, "build_allocation", "building the answer"),
     (opt_mechanism, "better_of", "against TUNE (incl. checker)"),
-    (opt_mechanism.plan_points, "direct_points", "points on a plan"),
+    (opt_points, "direct_points", "points on a plan"),
     (opt_mechanism.Opt, "_context", "round context"),
     (Tune, "tune_round", "TUNE's floor"),
     (highspy.Highs, "run", "HiGHS run (all solves)"),
 )
+
+#: The row of the time garbage collections took while ``opt`` ran (inside the other steps).
+GC_LABEL: str = "garbage collection (inside the steps)"
 
 
 @dataclass
@@ -103,6 +110,18 @@ def instrumented(acc: Steps) -> Iterator[None]:
             for name, r in opt_routes.ROUTES.items()
         }
         stack.enter_context(mock.patch.dict(opt_routes.ROUTES, routes))
+        started: list[float] = []
+
+        def collector(phase: str, info: dict[str, int]) -> None:
+            if not acc.recording:
+                return
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                acc.totals[GC_LABEL] += time.perf_counter() - started.pop()
+
+        gc.callbacks.append(collector)
+        stack.callback(gc.callbacks.remove, collector)
         yield
 
 
@@ -149,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     with instrumented(acc):
         for inst in insts:  # untimed: the first call of each round fills the pure memos
             _cold(opt, inst)
+        gc.collect()  # what the imports and memos owe the collector is not a round's cost
         for _ in range(args.passes):
             for inst in insts:
                 t = time.perf_counter()
