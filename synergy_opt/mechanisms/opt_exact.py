@@ -34,6 +34,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from synergy_opt.check import check_allocation
@@ -218,22 +219,67 @@ class OptExact:
     def _allocate_on(
         self, inst: RoundInstance, runnable: Sequence[Job], tune: Allocation, t0: float
     ) -> Allocation:
-        """:meth:`allocate` on ``runnable`` (the jobs that may hold their floors)."""
-        solver = self.options.solver
-        limit = self.options.time_limit_s or EXACT_DEFAULT_TIME_LIMIT_S
+        """:meth:`allocate` on ``runnable`` (the jobs that may hold their floors): ``opt``'s
+        answer first (:meth:`_start`), proven at once where it meets its bound; else the
+        exact search (:meth:`_search_stages`) and the best proven or checked answer of
+        both (:meth:`_conclude`)."""
         if not runnable:
+            solver = self.options.solver
             return tune_fallback(inst, tune, self.name, solver, 0.0, [], t0, runnable=runnable)
+        limit = self.options.time_limit_s or EXACT_DEFAULT_TIME_LIMIT_S
         search = pattern_search(inst, runnable)
-        staged = search == "exact"
-        pair = FLOOR_PAIR and search in ("pair", "split")
+        start = self._start(inst, runnable, tune, t0, limit, search)
+        if _at_bound(start.heuristic, runnable):
+            # opt's answer reaches opt's bound (a super-machine's optimum, or the counting
+            # LP's): proven without a search.
+            for child in (start.beside, start.early):
+                if child is not None:
+                    child.kill()
+            log.info("opt-exact on %s: opt's answer meets its bound", inst.name)
+            mine = _relabelled(inst, start.heuristic, start.heuristic.upper_bound, [], runnable)
+            return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        res, probe, heuristic = self._search_stages(inst, runnable, tune, t0, limit, search, start)
+        beside = start.beside
+        if res is None:  # stopped: opt beside it met its own bound, a proof of its answer
+            assert beside is not None
+            got = _with_beside(inst, heuristic, beside, t0 + limit, runnable)
+            if _meets(got, got.upper_bound, runnable):
+                log.info("opt-exact on %s: opt beside the counting MIP meets its bound", inst.name)
+                mine = _relabelled(inst, got, got.upper_bound, [], runnable)
+                return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+            res = _no_answer(self.options.solver, 0.0)  # pragma: no cover - it stops at it
+        if probe is not None and res is not probe:
+            res = _merge(probe, res)  # its bound can be the smaller
+        if beside is not None:
+            # proven already (by the search's bound or opt's): the child is not waited for
+            if _proven_with(res, _below_incumbent(res, heuristic.upper_bound)):
+                beside.kill()
+            else:
+                heuristic = _with_beside(inst, heuristic, beside, t0 + limit, runnable)
+        mine = self._conclude(inst, runnable, res, heuristic)
+        return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+
+    def _start(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        tune: Allocation,
+        t0: float,
+        limit: float,
+        search: str | None,
+    ) -> _Start:
+        """``opt``'s first answer, with a share of the limit that depends on the search
+        (:data:`OPT_SHARE`, or :data:`PATTERN_OPT_SHARE` up to :data:`PATTERN_OPT_CAP_S`
+        where a pattern search follows); the counting MIP started early beside it where
+        that MIP is the search; a second ``opt`` beside the search where the first missed
+        its bound; and, where the clock cut the first, the packing on its own."""
+        patterned = search == "exact" or (FLOOR_PAIR and search in ("pair", "split"))
         opt_s = (
-            min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S)
-            if staged or pair
-            else limit * OPT_SHARE
+            min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S) if patterned else limit * OPT_SHARE
         )
         early = (
             None
-            if staged or pair
+            if patterned
             else _early_counting(
                 inst, runnable, self.options, max(limit - (time.perf_counter() - t0), 1e-3), tune
             )
@@ -253,16 +299,28 @@ class OptExact:
             packed = _packed(inst, self.options, before_packing * PACKING_SHARE)
             if packed is not None and packed.total_throughput > heuristic.total_throughput:
                 heuristic = dataclasses.replace(packed, upper_bound=heuristic.upper_bound)
-        if _at_bound(heuristic, runnable):
-            # opt's answer reaches opt's bound (a super-machine's optimum, or the counting
-            # LP's): proven without a search.
-            if beside is not None:
-                beside.kill()
-            if early is not None:
-                early.kill()
-            log.info("opt-exact on %s: opt's answer meets its bound", inst.name)
-            mine = _relabelled(inst, heuristic, heuristic.upper_bound, [], runnable)
-            return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        return _Start(heuristic, opt_s, opt_cut, early, beside, before_packing)
+
+    def _search_stages(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        tune: Allocation,
+        t0: float,
+        limit: float,
+        search: str | None,
+        start: _Start,
+    ) -> tuple[CountingResult | None, CountingResult | None, Allocation]:
+        """The exact search from ``start``: on small clusters a short counting probe; the
+        pattern search (:func:`_pattern_stage`) or the pair of floor models
+        (:func:`_floor_pair_stage`) where they serve the round; else, or where they give
+        nothing, the counting MIP (:func:`_counting_until`).  Returns its result (``None``:
+        stopped because ``opt`` beside it met its bound), the probe's, and ``opt``'s best
+        answer (a later ``opt`` of the pattern stage may beat the first)."""
+        solver = self.options.solver
+        heuristic, beside = start.heuristic, start.beside
+        staged = search == "exact"
+        pair = FLOOR_PAIR and search in ("pair", "split")
         starts = _starts_of((heuristic, tune), runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
@@ -288,7 +346,9 @@ class OptExact:
             left = max(limit - (time.perf_counter() - t0), 1e-3)
         if staged:
             retry = None
-            if limit * PATTERN_OPT_SHARE > opt_s:  # the cap held opt back: its full share later
+            if (
+                limit * PATTERN_OPT_SHARE > start.opt_s
+            ):  # the cap held opt back: its full share later
                 retry_opt = dataclasses.replace(
                     self.options, time_limit_s=limit * PATTERN_OPT_SHARE
                 )
@@ -300,7 +360,7 @@ class OptExact:
             spent = time.perf_counter() - t0
             first_left = max(min(limit, PATTERN_OPT_CAP_S / PATTERN_OPT_SHARE) - spent, 1e-3)
             late_opt = None
-            if opt_cut and (beside is None or LATE_OPT_BESIDE):
+            if start.opt_cut and (beside is None or LATE_OPT_BESIDE):
 
                 def late_opt(seconds: float) -> Allocation:
                     again = dataclasses.replace(self.options, time_limit_s=seconds)
@@ -315,8 +375,8 @@ class OptExact:
                 retry,
                 min(first_left, left),
                 late_opt=late_opt,
-                opt_seconds=opt_s,
-                reserve_of=before_packing,
+                opt_seconds=start.opt_s,
+                reserve_of=start.before_packing,
                 stop=lambda: _beside_at_bound(beside, runnable),
             )
             if staged_res is not None:
@@ -342,28 +402,24 @@ class OptExact:
                 left,
                 starts,
                 None if beside is None else lambda: _beside_at_bound(beside, runnable),
-                early,
+                start.early,
             )
-        if res is None:  # stopped: opt beside it met its own bound, a proof of its answer
-            assert beside is not None
-            got = _with_beside(inst, heuristic, beside, t0 + limit, runnable)
-            if _meets(got, got.upper_bound, runnable):
-                log.info("opt-exact on %s: opt beside the counting MIP meets its bound", inst.name)
-                mine = _relabelled(inst, got, got.upper_bound, [], runnable)
-                return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
-            res = _no_answer(solver, 0.0)  # pragma: no cover - stopped only where it meets it
-        if probe is not None and res is not probe:
-            res = _merge(probe, res)  # its bound can be the smaller
+        return res, probe, heuristic
+
+    def _conclude(
+        self,
+        inst: RoundInstance,
+        runnable: Sequence[Job],
+        res: CountingResult,
+        heuristic: Allocation,
+    ) -> Allocation:
+        """The search's answer or ``opt``'s, whichever is higher and passes the check, with
+        the smaller proven bound, and notes where neither is proven optimal."""
+        solver = self.options.solver
         # opt's bound (the super-machine; on typed rounds the typed one, whose floors are the
         # lowest any split allows: typed_fast.lowest_fair_share) bounds the same runnable set;
         # one below the counting model's incumbent is no bound (the per-server floors of a
         # spread job can be lower than the plain super-machine's) and is left out, said.
-        if beside is not None:
-            # proven already (by the search's bound or opt's): the child is not waited for
-            if _proven_with(res, _below_incumbent(res, heuristic.upper_bound)):
-                beside.kill()
-            else:
-                heuristic = _with_beside(inst, heuristic, beside, t0 + limit, runnable)
         theirs = _below_incumbent(res, heuristic.upper_bound)
         notes: list[str] = []
         if theirs is None and heuristic.upper_bound is not None:
@@ -407,7 +463,25 @@ class OptExact:
                 note += f" and meets the bound {upper:.6g} (proven)"
             log.warning("opt-exact on %s: %s", inst.name, note)
             mine = _relabelled(inst, heuristic, upper, [*notes, note], runnable)
-        return better_of(inst, mine, tune, self.name, t0, runnable=runnable)
+        return mine
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What ``opt-exact``'s search starts from (:meth:`OptExact._start`)."""
+
+    #: ``opt``'s answer (or the packing's, where it is higher).
+    heuristic: Allocation
+    #: The seconds ``opt`` was given.
+    opt_s: float
+    #: Whether the clock cut ``opt`` (its notes say so).
+    opt_cut: bool
+    #: The counting MIP started early beside ``opt``, where it still runs.
+    early: PendingChild | None
+    #: The second ``opt`` beside the search, where the first missed its bound.
+    beside: Child | None
+    #: Seconds left when ``opt`` ended (before the packing).
+    before_packing: float
 
 
 def _run_opt(inst: RoundInstance, options: MechanismOptions) -> Allocation:
