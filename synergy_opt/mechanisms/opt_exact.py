@@ -273,13 +273,16 @@ class OptExact:
         where a pattern search follows); the counting MIP started early beside it where
         that MIP is the search; a second ``opt`` beside the search where the first missed
         its bound; and, where the clock cut the first, the packing on its own."""
-        patterned = search == "exact" or (FLOOR_PAIR and search in ("pair", "split"))
+        staged = search == "exact"
+        pair = FLOOR_PAIR and search in ("pair", "split")
         opt_s = (
-            min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S) if patterned else limit * OPT_SHARE
+            min(limit * PATTERN_OPT_SHARE, PATTERN_OPT_CAP_S)
+            if staged or pair
+            else limit * OPT_SHARE
         )
         early = (
             None
-            if patterned
+            if staged or pair
             else _early_counting(
                 inst, runnable, self.options, max(limit - (time.perf_counter() - t0), 1e-3), tune
             )
@@ -299,7 +302,7 @@ class OptExact:
             packed = _packed(inst, self.options, before_packing * PACKING_SHARE)
             if packed is not None and packed.total_throughput > heuristic.total_throughput:
                 heuristic = dataclasses.replace(packed, upper_bound=heuristic.upper_bound)
-        return _Start(heuristic, opt_s, opt_cut, early, beside, before_packing)
+        return _Start(heuristic, staged, pair, opt_s, opt_cut, early, beside, before_packing)
 
     def _search_stages(
         self,
@@ -319,8 +322,7 @@ class OptExact:
         answer (a later ``opt`` of the pattern stage may beat the first)."""
         solver = self.options.solver
         heuristic, beside = start.heuristic, start.beside
-        staged = search == "exact"
-        pair = FLOOR_PAIR and search in ("pair", "split")
+        staged, pair = start.staged, start.pair  # a proving probe turns both off
         starts = _starts_of((heuristic, tune), runnable)
         left = max(limit - (time.perf_counter() - t0), 1e-3)
         res = None
@@ -472,6 +474,10 @@ class _Start:
 
     #: ``opt``'s answer (or the packing's, where it is higher).
     heuristic: Allocation
+    #: Whether the pattern search serves the round (``pattern_search`` said "exact").
+    staged: bool
+    #: Whether the pair of floor models serves it (:data:`FLOOR_PAIR`, "pair" or "split").
+    pair: bool
     #: The seconds ``opt`` was given.
     opt_s: float
     #: Whether the clock cut ``opt`` (its notes say so).
