@@ -30,10 +30,8 @@ be over somewhere: the caller deploys it (a max-flow), repairs it, or drops it.
 
 from __future__ import annotations
 
-import heapq
-
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext
-from synergy_opt.types import MEM_EPS_GB, Job
+from synergy_opt.types import MEM_EPS_GB, Job, Server
 
 #: Servers with most room considered as partners of an over-committed server per move.
 PARTNERS: int = 4
@@ -93,6 +91,13 @@ class _Bridging:
                     self.room[r][s] -= need[r] * k / g
         self.budget = ctx.max_fragmented - len(self.draw)
         self.spreadable = {jid: ctx.may_spread(j) for jid, j in self.jobs.items()}
+        #: The plan as given: a job no move touched is returned as it came.
+        self.given = plan
+        self.touched: set[str] = set()
+        #: Per server and GPU type, its whole jobs that may use that type by (scaled load,
+        #: id), most frugal first (:meth:`frugal`); dropped when a whole job arrives or
+        #: leaves (every best move sorted them again per partner).
+        self._frugal: dict[int, dict[str | None, list[tuple[float, str]]]] = {}
 
     def over(self, s: int) -> float:
         """How far server s is over, as a fraction of the cluster (both resources)."""
@@ -126,10 +131,16 @@ class _Bridging:
             ) * sc1
             if pot > 0.0:
                 pots.append((-pot, t))
-        partners = heapq.nsmallest(PARTNERS, pots)
+        # nsmallest's documented equal, faster on a list of a few dozen
+        partners = sorted(pots)[:PARTNERS]
         best: tuple[_Key, _Move] | None = None
         budget = self.budget
         order = 0
+
+        es0, es1 = es
+        #: Per partner: its room, the flow it can take (w) and the excess before the move
+        #: (s's plus its own), read by every move offered with it (hand-overs: most).
+        at: dict[int, tuple[float, float, float, float, float, float]] = {}
 
         def consider(
             t: int,
@@ -148,18 +159,32 @@ class _Bridging:
             nonlocal best, order
             if new > budget:
                 return
-            r0, r1 = room0[t], room1[t]
-            w0 = min(ps0, r0 if r0 > 0.0 else 0.0)
+            p = at.get(t)
+            if p is None:
+                r0, r1 = room0[t], room1[t]
+                p = at[t] = (
+                    r0,
+                    r1,
+                    min(ps0, r0 if r0 > 0.0 else 0.0),
+                    min(ps1, r1 if r1 > 0.0 else 0.0),
+                    ps0 + max(-r0, 0.0),
+                    ps1 + max(-r1, 0.0),
+                )
+            r0, r1, w0, w1, b0, b1 = p
             f0 = lo0 if w0 < lo0 else hi0 if w0 > hi0 else w0
-            w1 = min(ps1, r1 if r1 > 0.0 else 0.0)
             f1 = lo1 if w1 < lo1 else hi1 if w1 > hi1 else w1
             # excess before minus after, on s and t, per resource (scaled)
-            g0 = ps0 + max(-r0, 0.0) - max(es[0] - f0, 0.0) - max(f0 - r0, 0.0)
-            g1 = ps1 + max(-r1, 0.0) - max(es[1] - f1, 0.0) - max(f1 - r1, 0.0)
+            g0 = b0 - max(es0 - f0, 0.0) - max(f0 - r0, 0.0)
+            g1 = b1 - max(es1 - f1, 0.0) - max(f1 - r1, 0.0)
             order += 1
-            key = (g0 * sc0 + g1 * sc1, -new, -order)
-            if best is None or key > best[0]:
-                best = (key, (kind, t, a, b, k, (f0, f1)))
+            gain = g0 * sc0 + g1 * sc1
+            if best is not None:
+                # (gain, -new, -order) > best's key, without the tuple: a later offer's
+                # -order is always lower, so equal gains are decided by -new alone
+                bk = best[0]
+                if gain < bk[0] or (gain == bk[0] and -new <= bk[1]):
+                    return
+            best = ((gain, -new, -order), (kind, t, a, b, k, (f0, f1)))
 
         servers = self.servers
         on_s = sorted(self.on[s])
@@ -176,6 +201,7 @@ class _Bridging:
                         0, "shift", x, x, 0,
                     )  # fmt: skip
         wl, eps = self.whole_load, EXCESS_EPS
+        whole_s = sorted(self.whole_on[s])  # no move changes it before one is applied
         for neg_pot, t in partners:
             # No move with t lowers the excess by more than t's room for s's excess plus
             # t's own excess; every move with t spreads at least one job.
@@ -187,13 +213,7 @@ class _Bridging:
             # frugal that fits is best (its load arriving on s is all a trade loses), for
             # a swap any will do (the flow rides on x), for a hand-over the hungriest that
             # can take z's place (the more y may draw on s, the less z's move overshoots).
-            ys = sorted(
-                (
-                    (self.need[y][0] * scale[0] + self.need[y][1] * scale[1], y)
-                    for y in self.whole_on[t]
-                    if self.jobs[y].may_use(srv_s)
-                ),
-            )
+            ys = self.frugal(t, srv_s)
             swap_y = next((y for _, y in ys if self.jobs[y].gpus >= 2 and self.spreadable[y]), None)
             for x in on_s:
                 here = self.plan[x][s]
@@ -218,7 +238,7 @@ class _Bridging:
                 if swap_y is not None and swap_y != x:
                     cy, my = self.need[swap_y]
                     consider(t, -cy, share[0], -my, share[1], new_x + 1, "swap", x, swap_y, 1)
-            for z in sorted(self.whole_on[s]):
+            for z in whole_s:
                 jz = self.jobs[z]
                 if not jz.may_use(srv_t):
                     continue
@@ -235,13 +255,32 @@ class _Bridging:
                         break
         return best
 
+    def frugal(self, t: int, srv: Server) -> list[tuple[float, str]]:
+        """Server t's whole jobs that may use ``srv``, by (load as a share of the
+        cluster's, id), ascending.  Kept per GPU type of ``srv`` (all ``may_use`` reads)."""
+        per = self._frugal.get(t)
+        if per is None:
+            per = self._frugal[t] = {}
+        got = per.get(srv.gpu_type)
+        if got is None:
+            need, jobs, (sc0, sc1) = self.need, self.jobs, self.scale
+            got = per[srv.gpu_type] = sorted(
+                (need[y][0] * sc0 + need[y][1] * sc1, y)
+                for y in self.whole_on[t]
+                if jobs[y].may_use(srv)
+            )
+        return got
+
     # -- applying a move ----------------------------------------------------------------
 
     def _whole_to(self, jid: str, src: int, dst: int) -> None:
         """Whole job ``jid`` leaves ``src`` for ``dst`` (GPUs and load)."""
         self.plan[jid] = {dst: self.jobs[jid].gpus}
+        self.touched.add(jid)
         self.whole_on[src].remove(jid)
         self.whole_on[dst].append(jid)
+        self._frugal.pop(src, None)
+        self._frugal.pop(dst, None)
         self.on[src].discard(jid)
         self.on[dst].add(jid)
         for r, v in enumerate(self.need[jid]):
@@ -253,7 +292,9 @@ class _Bridging:
     def _spread(self, jid: str) -> None:
         """Whole job ``jid`` becomes spread: its load turns into draws on its server."""
         (s,) = self.plan[jid]
+        self.touched.add(jid)
         self.whole_on[s].remove(jid)
+        self._frugal.pop(s, None)
         c, m = self.need[jid]
         self.draw[jid] = ({s: c}, {s: m})
         self.whole_load[0][s] -= c
@@ -262,6 +303,7 @@ class _Bridging:
 
     def _gpus(self, jid: str, src: int, dst: int, k: int) -> None:
         parts = self.plan[jid]
+        self.touched.add(jid)
         parts[src] -= k
         parts[dst] = parts.get(dst, 0) + k
         self.on[dst].add(jid)
@@ -330,8 +372,13 @@ class _Bridging:
                     overs[u] = v
                 else:
                     overs.pop(u, None)
+        given, touched = self.given, self.touched
         return {
-            jid: tuple(sorted((s, k) for s, k in parts.items() if k))
+            jid: (
+                given[jid]  # one part, as given: already the canonical form below
+                if jid not in touched and len(given[jid]) == 1
+                else tuple(sorted((s, k) for s, k in parts.items() if k))
+            )
             for jid, parts in self.plan.items()
         }
 
