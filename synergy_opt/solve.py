@@ -78,6 +78,9 @@ class SolveResult:
     values: Mapping[tuple[str, Any], float] = field(default_factory=dict)
     x: np.ndarray | None = None
     message: str = ""
+    #: Row duals of an optimal LP (HiGHS; ``None`` otherwise), in HiGHS's sign: for a
+    #: maximisation, how much the objective rises per unit a row's bound is raised.
+    row_dual: np.ndarray | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -245,7 +248,8 @@ def _highs_matrix(
         S.kIterationLimit: TerminationStatus.LIMIT,
     }.get(ms, TerminationStatus.ERROR)
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    x = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_sol else None
+    got = h.getSolution() if has_sol else None
+    x = np.asarray(got.col_value, dtype=np.float64) if got is not None else None
     objective = float(info.objective_function_value) if has_sol else None
     if mm.is_mip:
         bound = float(info.mip_dual_bound)
@@ -254,8 +258,19 @@ def _highs_matrix(
     else:
         dual_bound = objective if status is TerminationStatus.OPTIMAL else None
         gap = 0.0 if status is TerminationStatus.OPTIMAL else None
+    row_dual = None
+    if got is not None and not mm.is_mip and status is TerminationStatus.OPTIMAL and got.dual_valid:
+        row_dual = np.asarray(got.row_dual, dtype=np.float64)
     return SolveResult(
-        status, objective, dual_bound, gap, runtime, "highs", x=x, message=h.modelStatusToString(ms)
+        status,
+        objective,
+        dual_bound,
+        gap,
+        runtime,
+        "highs",
+        x=x,
+        message=h.modelStatusToString(ms),
+        row_dual=row_dual,
     )
 
 

@@ -116,7 +116,9 @@ def test_opt_builds_tune_allocation_only_when_it_returns_it(
     for seed in range(3):
         out = Opt().allocate(family_round("multi-gpu", 64, seed))
         assert not out.notes
-        assert rounds and not rounds[-1]._built
+        # TUNE may not run at all (tests/test_opt_subset_bound.py); where it ran, its
+        # allocation was not assembled
+        assert all(not r._built for r in rounds)
     inst = family_round("multi-gpu", 64, 0)
     worse = build_allocation(inst, "opt", {})  # schedules nothing: TUNE is higher
     tr = Tune().tune_round(inst)

@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from synergy_opt.check import forced_split_factor
 from synergy_opt.mechanisms.base import MechanismOptions, register, register_alias
@@ -125,6 +126,48 @@ class TuneRound:
                 )
             )
         return self._built[0]
+
+
+class TuneAnswer(Protocol):
+    """What ``opt`` reads of TUNE's answer: its total and, on demand, its allocation."""
+
+    @property
+    def total_throughput(self) -> float: ...
+
+    def allocation(self) -> Allocation: ...
+
+
+class TuneLater:
+    """TUNE's round, run the first time its total or allocation is read.
+
+    ``opt`` compares its answer with TUNE's; where a bound proves TUNE cannot beat the
+    answer (:func:`~synergy_opt.mechanisms.opt.bounds.subset_bound`) TUNE is not run at all
+    (on multi-GPU 128-GPU rounds its placements were a seventh of ``opt``'s time).  The
+    same placements either way: TUNE's memos are pure."""
+
+    def __init__(self, tune: Tune, inst: RoundInstance, runnable: Sequence[Job]) -> None:
+        self._tune, self._inst, self._runnable = tune, inst, runnable
+        self._round: TuneRound | None = None
+
+    @property
+    def ran(self) -> bool:
+        """Whether TUNE has run."""
+        return self._round is not None
+
+    def round(self) -> TuneRound:
+        """TUNE's round (run now if it has not)."""
+        if self._round is None:
+            self._round = self._tune.tune_round(self._inst, self._runnable)
+        return self._round
+
+    @property
+    def total_throughput(self) -> float:
+        """TUNE's total (runs TUNE)."""
+        return self.round().total_throughput
+
+    def allocation(self) -> Allocation:
+        """TUNE's allocation (runs TUNE)."""
+        return self.round().allocation()
 
 
 @register("tune", keeps_fair_share=True, doc="the paper simulator's TUNE")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from synergy_opt.check import check_allocation
 from synergy_opt.mechanisms.packing import max_single_server_gpus, select_runnable
-from synergy_opt.mechanisms.tune import TuneRound
+from synergy_opt.mechanisms.tune import TuneAnswer
 from synergy_opt.types import THROUGHPUT_EPS, Allocation, Job, RoundInstance, build_allocation
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def tune_fallback(
     inst: RoundInstance,
-    tune: Allocation | TuneRound,
+    tune: Allocation | TuneAnswer,
     name: str,
     solver: str,
     upper: float | None,
@@ -38,7 +38,7 @@ def tune_fallback(
     not apply to TUNE's smaller set (a job's fair-share floor can cost others more than the
     job adds), so it is dropped and the note says why.
     """
-    if isinstance(tune, TuneRound):
+    if not isinstance(tune, Allocation):
         tune = tune.allocation()
     upper, notes = bound_for(inst, tune, upper, notes, runnable=runnable)
     for n in notes:
@@ -74,18 +74,23 @@ def bound_for(
 def better_of(
     inst: RoundInstance,
     mine: Allocation,
-    tune: Allocation | TuneRound,
+    tune: Allocation | TuneAnswer,
     name: str,
     t0: float,
     *,
     checked: bool = False,
     runnable: Sequence[Job] | None = None,
     level: int = logging.WARNING,
+    tune_bound: float | None = None,
 ) -> Allocation:
     """Return ``mine`` unless it breaks a rule or TUNE's total is higher.
 
-    ``tune``: TUNE's allocation, or its :class:`~synergy_opt.mechanisms.tune.TuneRound`,
-    whose allocation is then built only if it is returned.
+    ``tune``: TUNE's allocation, or its round (:class:`~synergy_opt.mechanisms.tune.TuneAnswer`:
+    the allocation built only if it is returned, TUNE itself perhaps not run yet).
+
+    ``tune_bound``: a bound on any allocation of part of the runnable set
+    (:func:`~.bounds.subset_bound`); where ``mine`` reaches it TUNE cannot beat ``mine``
+    and its total is not read (so TUNE need not run).
 
     ``checked``: ``mine`` relabels an answer the checker already passed for a round with
     the same cluster and job classes (same capacities, floors and demands), so the check
@@ -104,7 +109,9 @@ def better_of(
     note = None
     if bad:
         note = f"fell back to tune: rounded solution failed the check ({bad[0]})"
-    elif tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
+    elif (
+        tune_bound is None or mine.total_throughput + THROUGHPUT_EPS < tune_bound
+    ) and tune.total_throughput > mine.total_throughput + THROUGHPUT_EPS:
         note = (
             f"returned tune's allocation: total {tune.total_throughput:.6g} beats the rounded "
             f"{name} solution's {mine.total_throughput:.6g}"

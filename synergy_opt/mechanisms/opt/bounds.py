@@ -2,12 +2,17 @@
 runnable set that keeps the floors: the split-aware super-machine's where no split lowers
 a floor below the one it used, else the same model at the lowest floors any split allows;
 the typed super-machine's on typed rounds; and on small rounds the LP relaxation of the
-per-server counting model, which is often far tighter than the pooled super-machine."""
+per-server counting model, which is often far tighter than the pooled super-machine.
+
+One more, :func:`subset_bound`, is valid for allocations of *part* of the runnable set too:
+``opt`` uses it to skip TUNE, whose answer may leave jobs waiting."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from synergy_opt.check import forced_split_factor
 from synergy_opt.formulations.fast import build_super_machine_split, class_key
@@ -23,6 +28,9 @@ log = logging.getLogger(__name__)
 #: The counting model's LP bound is computed on rounds of at most this many servers (128
 #: GPUs of 8-GPU servers): 0.1 s there, seconds at 512 GPUs of the multi-GPU mix.
 COUNTING_BOUND_MAX_SERVERS: int = 16
+#: A count row's dual at or above minus this counts as non-negative (HiGHS's dual
+#: feasibility tolerance is 1e-7).
+SUBSET_DUAL_TOL: float = 1e-9
 
 
 def split_floor_bound(
@@ -103,3 +111,31 @@ def counting_lp_bound(
     if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
         return min(upper, lp.dual_bound)
     return upper
+
+
+def subset_bound(mm: MatrixModel, res: SolveResult) -> float | None:
+    """The super-machine's optimum where it also bounds every allocation of *part* of the
+    runnable set (each scheduled job at or above its floor), else ``None``.
+
+    ``res``: the super-machine's LP-first solve (an integral LP vertex, with row duals).
+    An allocation of part of the set is a solution of the same LP with the count rows
+    (4) relaxed from ``= n_k`` to ``<= n_k``.  Where every count row's dual is >= 0 that
+    dual solution stays feasible for the relaxed LP with the same value, so the relaxed
+    optimum is no higher: a job scheduled is worth at least what its resources would add
+    elsewhere.  (The bound ``opt`` reports covers the whole set only: a subset can beat it,
+    as fuzz seed 174 showed, and then some count row's dual is negative.)  Only for the
+    pooled super-machine of :func:`~.super_machine.split_super_machine` under the
+    cluster-wide shares; the caller checks that (per-server shares and typed rounds use
+    other bounds).
+    """
+    if res.status is not TerminationStatus.OPTIMAL or res.row_dual is None:
+        return None
+    if res.objective is None or res.dual_bound is None:
+        return None
+    rows = [i for i, name in enumerate(mm.row_names) if name.startswith("eq4[")]
+    if not rows or len(res.row_dual) != mm.num_rows:
+        return None
+    duals = res.row_dual[rows]
+    if not bool(np.all(np.isfinite(duals))) or float(duals.min()) < -SUBSET_DUAL_TOL:
+        return None
+    return res.dual_bound

@@ -20,7 +20,7 @@ from synergy_opt.formulations.fast import DemandClass, JobClass
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.packing import max_single_server_gpus
-from synergy_opt.mechanisms.tune import TuneRound
+from synergy_opt.mechanisms.tune import TuneAnswer
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
     Allocation,
@@ -143,8 +143,8 @@ class RoundContext:
 
     inst: RoundInstance
     runnable: tuple[Job, ...]
-    #: TUNE's answer to the round (its allocation built only if a route reads it).
-    tune_round: TuneRound
+    #: TUNE's answer to the round (run, and its allocation built, only if read).
+    tune_round: TuneAnswer
     classes: tuple[JobClass, ...]
     demands: tuple[DemandClass, ...]
     #: The super-machine's grid point per runnable job (priority order inside a class).

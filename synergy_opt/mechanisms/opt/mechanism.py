@@ -15,7 +15,12 @@ from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions, register
 from synergy_opt.mechanisms.opt import points as plan_points
 from synergy_opt.mechanisms.opt.answer import better_of, capped, tune_fallback
-from synergy_opt.mechanisms.opt.bounds import counting_lp_bound, split_floor_bound, typed_bound
+from synergy_opt.mechanisms.opt.bounds import (
+    counting_lp_bound,
+    split_floor_bound,
+    subset_bound,
+    typed_bound,
+)
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
     point_model,
@@ -58,7 +63,7 @@ from synergy_opt.mechanisms.opt.super_machine import (
 from synergy_opt.mechanisms.opt.transport import overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
-from synergy_opt.mechanisms.tune import Tune, TuneRound
+from synergy_opt.mechanisms.tune import Tune, TuneAnswer, TuneLater
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import (
     Allocation,
@@ -165,7 +170,9 @@ class Opt:
         pass keeps has its notes logged as warnings."""
         t0 = time.perf_counter()
         runnable = select_runnable(inst)
-        tune = self._tune.tune_round(inst, runnable)  # the tune mechanism's round: opt >= it
+        # the tune mechanism's round, opt >= it: run when read (not on rounds where a
+        # bound proves opt's answer at least as good, :func:`.bounds.subset_bound`)
+        tune = TuneLater(self._tune, inst, runnable)
         level = logging.INFO if quiet else logging.WARNING
         self._class_floors(inst)  # empties the memos of another cluster or rule
         runnable, passed = runnable_at_floors(inst, runnable, self._stranded)
@@ -176,7 +183,7 @@ class Opt:
         self,
         inst: RoundInstance,
         runnable: Sequence[Job],
-        tune: TuneRound,
+        tune: TuneAnswer,
         t0: float,
         level: int,
     ) -> Allocation:
@@ -287,7 +294,7 @@ class Opt:
         return kept
 
     def _typed(
-        self, inst: RoundInstance, runnable: Sequence[Job], tune: TuneRound, t0: float
+        self, inst: RoundInstance, runnable: Sequence[Job], tune: TuneAnswer, t0: float
     ) -> Allocation:
         """The type-choice pass (:func:`~.typed.choose_types`); the plain pass only where
         it finds no checked answer.  Every pass's notes are logged at INFO: the caller
@@ -335,7 +342,7 @@ class Opt:
         self,
         inst: RoundInstance,
         runnable: Sequence[Job],
-        tune: TuneRound,
+        tune: TuneAnswer,
         t0: float,
         level: int = logging.WARNING,
         *,
@@ -395,7 +402,16 @@ class Opt:
         if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
             upper = min(self._tighter_bound(ctx, upper), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
-        out = better_of(inst, mine, tune, self.name, t0, runnable=runnable, level=level)
+        # TUNE is not run where the super-machine's optimum also bounds allocations of
+        # part of the set (TUNE's may be one) and the answer reaches it
+        tune_bound = (
+            subset_bound(ksm.matrix, res)
+            if not inst.per_server_shares and not any(j.sensitivity_by_type for j in runnable)
+            else None
+        )
+        out = better_of(
+            inst, mine, tune, self.name, t0, runnable=runnable, level=level, tune_bound=tune_bound
+        )
         if ctx.time_stops:  # also where TUNE won: that too was decided against the clock
             out = dataclasses.replace(out, notes=(*out.notes, time_note(ctx.time_stops)))
         return out
@@ -429,7 +445,7 @@ class Opt:
         self,
         inst: RoundInstance,
         runnable: Sequence[Job],
-        tune: TuneRound,
+        tune: TuneAnswer,
         ksm: SplitKnapsackModel,
         res: SolveResult,
         clock: Clock,
