@@ -63,7 +63,7 @@ STEPS: tuple[tuple[Any, str, str], ...] = (
     (opt_mechanism, "better_of", "against TUNE (incl. checker)"),
     (opt_points, "direct_points", "points on a plan"),
     (opt_mechanism.Opt, "_context", "round context"),
-    (Tune, "tune_round", "TUNE's floor"),
+    (Tune, "tune_round", "TUNE's floor"),  # only where run (``opt`` skips it where it may)
     (highspy.Highs, "run", "HiGHS run (all solves)"),
 )
 

@@ -24,7 +24,9 @@ def test_the_steps_are_timed_and_unpatched_after(capsys: pytest.CaptureFixture[s
     # every multi-GPU round solves the super-machine and tries balanced; the rows are real
     assert rows["HiGHS run (all solves)"] > 0 and rows["route balanced"] > 0
     assert rows["opt (whole round)"] > rows["super-machine solve (incl. HiGHS)"] > 0
-    assert rows["TUNE's floor"] < rows["opt (whole round)"]
+    # TUNE runs only where no bound proves opt's answer (tests/test_opt_subset_bound.py):
+    # its row is there only if it ran on some round, and then inside opt's time
+    assert rows.get("TUNE's floor", 0.0) < rows["opt (whole round)"]
 
 
 @pytest.mark.parametrize(
