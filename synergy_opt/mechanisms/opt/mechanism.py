@@ -52,7 +52,13 @@ from synergy_opt.mechanisms.opt.round_cache import (
     RoundKey,
     round_key,
 )
-from synergy_opt.mechanisms.opt.routes import ROUTES, RoutePlan, balanced_from, late_routes
+from synergy_opt.mechanisms.opt.routes import (
+    ROUTES,
+    RouteBound,
+    RoutePlan,
+    balanced_from,
+    late_routes,
+)
 from synergy_opt.mechanisms.opt.spread_move import spread_move
 from synergy_opt.mechanisms.opt.stranded import StrandMemo, runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.opt.super_machine import (
@@ -116,6 +122,18 @@ def _search(ctx: RoundContext, state: State, target: float) -> State:
     if state.total < target:
         state = gather_move(ctx, state, target)
     return state
+
+
+def _replaying(outcome: GpuPlan | RoundingError) -> RoutePlan:
+    """A route giving a plan computed earlier, or raising its error again (a deferred
+    route's, :meth:`Opt._round`)."""
+
+    def plan_of(_: RoundContext) -> GpuPlan:
+        if isinstance(outcome, RoundingError):
+            raise outcome
+        return outcome
+
+    return plan_of
 
 
 @register(
@@ -527,27 +545,31 @@ class Opt:
                 best = (rank, state)
             return state
 
-        tries: list[tuple[str, RoutePlan, bool, bool]] = []
+        tries: list[tuple[str, RoutePlan, bool, bool, RouteBound | None]] = []
         if kept:
-            tries.append((WARM_START, lambda c: balanced_from(c, kept), False, False))
+            tries.append((WARM_START, lambda c: balanced_from(c, kept), False, False, None))
         tries += [
-            (r.name, r.plan, r.spread_only, r.fast_only) for r in ROUTES.values() if not r.late
+            (r.name, r.plan, r.spread_only, r.fast_only, r.bound)
+            for r in ROUTES.values()
+            if not r.late
         ]
-        for order, (name, plan_of, spread_only, fast_only) in enumerate(tries):
-            if spread_only and not any_spreads:
-                continue  # nothing may spread: the route would only repeat a packing
+        #: Plans put in ``pending`` by route order: a deferred route's plan takes its place.
+        pended: dict[frozenset[tuple[str, tuple[tuple[int, int], ...]]], int] = {}
+
+        def attempt(order: int, name: str, plan_of: RoutePlan, fast_only: bool) -> bool:
+            """Try one route's plan; ``True`` when it reached the target (search ends)."""
             try:
                 plan = plan_of(ctx)
                 key = frozenset(plan.items())
                 if key in seen:
-                    continue
+                    return False
                 seen.add(key)
                 plan_points.within_cap(ctx, plan)
             except RoundingError as e:
                 if name != WARM_START and not fast_only:  # a fast-only route only adds
                     errors.append(f"{name}: {e}")
                 log.info("opt on %s: %s: %s", inst.name, name, e)
-                continue
+                return False
             deployed: dict[str, list[PlacementPart]] = {}
             points = plan_points.direct_points(ctx, plan, deployed)
             if name == WARM_START:
@@ -557,9 +579,9 @@ class Opt:
                 # 1005 after seed 1003: 50.11 where the cold search finds 50.26).
                 if points is not None and total_of(ctx, plan, points) >= target:
                     keep(name, plan, points, deployed)
-                    break
+                    return True
                 seen.discard(key)
-                continue
+                return False
             if points is None and REPAIR:
                 # Swaps of whole jobs until the points deploy (:mod:`.repair`).  Not on the
                 # warm start: in table 3b's simulations it fired on 2-3 of 60 rounds, and
@@ -571,16 +593,56 @@ class Opt:
                     if points is not None:
                         name, plan = f"{name}+repair", fixed
             if points is not None:
-                if keep(name, plan, points, deployed).total >= target:
-                    break
-                continue
+                return keep(name, plan, points, deployed).total >= target
             if fast_only:
                 # Dropped as if never tried: a later route reaching the same plan still
                 # counts, and the re-optimisation gets the plans it got without this one.
                 log.info("opt on %s: %s: the points do not deploy (dropped)", inst.name, name)
                 seen.discard(key)
-                continue
+                return False
+            pended[key] = len(pending)
             pending.append((order, name, plan))
+            return False
+
+        # (order, name, plan, fast-only, where its errors go): routes whose bound says
+        # they cannot reach the target (:attr:`.routes.Route.bound`)
+        deferred: list[tuple[int, str, RoutePlan, bool, int]] = []
+        reached = False
+        for order, (name, plan_of, spread_only, fast_only, bound_of) in enumerate(tries):
+            if spread_only and not any_spreads:
+                continue  # nothing may spread: the route would only repeat a packing
+            if bound_of is not None:
+                bound = bound_of(ctx)
+                if bound is not None and bound < target - 1e-9 * max(1.0, abs(target)):
+                    log.info("opt on %s: %s deferred (bound %.6g)", inst.name, name, bound)
+                    deferred.append((order, name, plan_of, fast_only, len(errors)))
+                    continue
+            if attempt(order, name, plan_of, fast_only):
+                reached = True
+                break
+        if not reached:
+            # As if run in their turn: they cannot have ended the search, so all they
+            # leave is their plan in ``pending`` (in its place, also where a later route
+            # pended the same plan, which it would then have skipped as seen) and their
+            # errors where they would have been.
+            for order, name, plan_of, fast_only, at in deferred:
+                tail = errors[at:]
+                del errors[at:]
+                outcome: GpuPlan | RoundingError
+                try:
+                    outcome = plan_of(ctx)
+                except RoundingError as e:
+                    outcome = e
+                slot = (
+                    None
+                    if isinstance(outcome, RoundingError)
+                    else pended.get(frozenset(outcome.items()))
+                )
+                if slot is not None and not isinstance(outcome, RoundingError):
+                    pending[slot] = (order, name, outcome)
+                else:
+                    attempt(order, name, _replaying(outcome), fast_only)
+                errors.extend(tail)
         if best is None or best[1].total < target:
             ranked = [(overcommitment(ctx.inst, p, ctx.points), o, n, p) for o, n, p in pending]
             chosen = sorted(ranked, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]
