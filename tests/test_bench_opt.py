@@ -116,3 +116,47 @@ def test_a_retry_limit_not_above_the_first_is_refused(
         bench.main()
     assert e.value.code == 2
     assert "--retry-time-limit" in capsys.readouterr().err
+
+
+def test_table_3_takes_each_rounds_median_and_counts_rounds_within_5x(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Table 3 runs every round ``--passes`` times; its '<=5x' column counts the rounds whose
+    own CPU ratio is at most 5, out of the rounds of the cell."""
+    bench = bench_module("bench_opt")
+    calls: list[str] = []
+    real = bench.cpu_timed
+
+    def counted(fn: Any) -> Any:
+        calls.append("x")
+        return real(fn)
+
+    monkeypatch.setattr(bench, "cpu_timed", counted)
+    argv = ["bench_opt.py", "--tables", "3", "--repeats", "1", "--passes", "2"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert bench.main() == 0
+    out = capsys.readouterr().out
+    assert "<=5x" in out
+    rows = [
+        line for line in out.splitlines() if line.strip().startswith(("single-gpu", "multi-gpu"))
+    ]
+    assert len(rows) == 4
+    for r in rows:
+        cells = r.split()
+        assert cells[8] in {"0/1", "1/1"}, r
+        ratio = float(cells[7])  # one round: the cell's CPU ratio is that round's
+        if abs(ratio - 5.0) > 5e-3:  # printed to 3 decimals
+            assert (cells[8] == "1/1") == (ratio < 5.0), r
+    # four cells, one round each, two passes, three mechanisms timed per pass
+    assert len(calls) == 4 * 1 * 2 * 3
+
+
+def test_table_3_refuses_zero_passes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = bench_module("bench_opt")
+    monkeypatch.setattr(sys, "argv", ["bench_opt.py", "--tables", "3", "--passes", "0"])
+    with pytest.raises(SystemExit) as e:
+        bench.main()
+    assert e.value.code == 2
+    assert "--passes" in capsys.readouterr().err
