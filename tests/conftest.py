@@ -109,3 +109,13 @@ def assert_plan_on_whole_gpus(ctx: Any, plan: Mapping[str, Sequence[tuple[int, i
         for s, g in plan[job.id]:
             used[s] += g
     assert all(u <= s.gpus for u, s in zip(used, ctx.inst.cluster.servers, strict=True))
+
+
+def family_context(family: str, gpus: int, seed: int) -> Any:
+    """``opt``'s round context of a generated family round (``None`` is a test error)."""
+    from synergy_opt.generate import family_round
+    from synergy_opt.mechanisms.opt import Opt
+
+    ctx = Opt().context(family_round(family, gpus, seed))
+    assert ctx is not None
+    return ctx

@@ -20,11 +20,12 @@ from synergy_opt.check import check_allocation
 from synergy_opt.generate import family_round
 from synergy_opt.io import allocation_to_dict
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import ROUTES, Opt, mechanism
+from synergy_opt.mechanisms.opt import ROUTES, mechanism
 from synergy_opt.mechanisms.opt.bridges import EXCESS_EPS, _Bridging, bridged
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext
 from synergy_opt.mechanisms.opt.routes import balanced
 from synergy_opt.mechanisms.opt.transport import deploy
+from tests.conftest import family_context
 
 ROUNDS = [
     ("multi-gpu", 32, 3),
@@ -34,12 +35,6 @@ ROUNDS = [
     ("mixed-shapes", 64, 5),
     ("split-penalty", 64, 2),
 ]
-
-
-def _ctx(family: str, gpus: int, seed: int) -> RoundContext:
-    ctx = Opt().context(family_round(family, gpus, seed))
-    assert ctx is not None
-    return ctx
 
 
 def _per_server(plan: GpuPlan) -> Counter[int]:
@@ -62,7 +57,7 @@ def _whole_load(ctx: RoundContext, plan: GpuPlan) -> list[tuple[float, float]]:
 
 @pytest.mark.parametrize(("family", "gpus", "seed"), ROUNDS)
 def test_bridges_keep_what_they_promise(family: str, gpus: int, seed: int) -> None:
-    ctx = _ctx(family, gpus, seed)
+    ctx = family_context(family, gpus, seed)
     base = balanced(ctx)
     plan = bridged(ctx, base)
     jobs = {j.id: j for j in ctx.runnable}
@@ -89,7 +84,7 @@ def test_bridges_keep_what_they_promise(family: str, gpus: int, seed: int) -> No
 def test_a_pass_that_ends_within_capacity_deploys(gpus: int, seed: int) -> None:
     """The pass tracks where each spread job draws its cores and memory; those draws are a
     flow, so when no server ends over, the max-flow deployment must succeed."""
-    ctx = _ctx("multi-gpu", gpus, seed)
+    ctx = family_context("multi-gpu", gpus, seed)
     run = _Bridging(ctx, balanced(ctx))
     plan = run.run()
     within = all(run.over(s) == 0.0 for s in range(len(ctx.inst.cluster.servers)))
@@ -109,7 +104,7 @@ def test_bridges_do_the_placement_lps_job_with_fewer_spread_jobs() -> None:
     all than without the route (where the placement LP's plan, repaired, answers)."""
     deployed = 0
     for seed in range(10):
-        ctx = _ctx("multi-gpu", 128, seed)
+        ctx = family_context("multi-gpu", 128, seed)
         assert deploy(ctx.inst, balanced(ctx), ctx.points) is None
         deployed += deploy(ctx.inst, bridged(ctx, balanced(ctx)), ctx.points) is not None
     assert deployed >= 6

@@ -19,6 +19,7 @@ from synergy_opt.mechanisms.opt import mechanism as opt_mechanism
 from synergy_opt.mechanisms.opt import points as plan_points
 from synergy_opt.mechanisms.opt.context import RoundContext
 from synergy_opt.solve import TerminationStatus, solve_matrix
+from tests.conftest import family_context
 
 #: (family, GPUs, seed) where the server-class route is deferred; on the split-penalty
 #: rounds and mixed shapes 64/7 no route reaches the target, so it runs afterwards.
@@ -32,18 +33,12 @@ DEFERRED: tuple[tuple[str, int, int], ...] = (
 )
 
 
-def _ctx(family: str, gpus: int, seed: int) -> RoundContext:
-    ctx = Opt().context(family_round(family, gpus, seed))
-    assert ctx is not None
-    return ctx
-
-
 def _target(ctx: RoundContext) -> float:
     return ctx.optimum - max(opt_mechanism.TARGET_GAP * abs(ctx.optimum), 1e-9)
 
 
 def test_minus_inf_where_a_spread_job_point_fits_no_server() -> None:
-    ctx = _ctx("multi-gpu", 32, 5)
+    ctx = family_context("multi-gpu", 32, 5)
     assert routes.whole_job_bound(ctx) == -math.inf
     jobs = {j.id: j for j in ctx.runnable}
     servers = ctx.inst.cluster.servers
@@ -62,7 +57,7 @@ def test_minus_inf_where_a_spread_job_point_fits_no_server() -> None:
 
 
 def test_the_lp_bound_caps_the_server_class_optimum() -> None:
-    ctx = _ctx("mixed-shapes", 32, 5)
+    ctx = family_context("mixed-shapes", 32, 5)
     bound = routes.whole_job_bound(ctx)
     assert bound is not None and math.isfinite(bound) and bound < _target(ctx)
     allowed = routes._class_allowed(ctx)
@@ -77,7 +72,7 @@ def test_the_lp_bound_caps_the_server_class_optimum() -> None:
 
 def test_no_bound_where_it_would_bound_nothing() -> None:
     # a round whose whole-job plans reach the optimum: the bound is not below the target
-    ctx = _ctx("single-gpu", 32, 0)
+    ctx = family_context("single-gpu", 32, 0)
     bound = routes.whole_job_bound(ctx)
     assert bound is not None and bound >= _target(ctx)
 

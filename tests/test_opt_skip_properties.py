@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -23,9 +22,10 @@ from synergy_opt.mechanisms.opt.stranded import runnable_at_floors
 from synergy_opt.mechanisms.opt.super_machine import split_super_machine
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.mechanisms.tune import Tune
-from synergy_opt.solve import TerminationStatus, solve_matrix
+from synergy_opt.solve import solve_matrix
 from synergy_opt.types import Allocation, RoundInstance
 from tests.strategies import round_instances
+from tests.test_opt_subset_bound import relaxed_optimum
 
 TOL = 1e-7
 
@@ -51,14 +51,7 @@ def test_subset_bound_bounds_tune_and_the_relaxed_lp(inst: RoundInstance) -> Non
     # TUNE, which may leave jobs waiting, never beats it ...
     assert Tune().tune_round(inst).total_throughput <= bound + TOL
     # ... nor does the LP with the count rows (4) relaxed to <= n_k
-    lower = np.array(mm.row_lower, dtype=np.float64)
-    for i, name in enumerate(mm.row_names):
-        if name.startswith("eq4["):
-            lower[i] = 0.0
-    relaxed = dataclasses.replace(mm, integer=np.zeros_like(mm.integer), row_lower=lower)
-    got = solve_matrix(relaxed, "highs")
-    assert got.status is TerminationStatus.OPTIMAL and got.objective is not None
-    assert got.objective <= bound + TOL * max(1.0, bound)
+    assert relaxed_optimum(mm) <= bound + TOL * max(1.0, bound)
 
 
 @settings(max_examples=50)

@@ -45,7 +45,7 @@ def _super_machine(inst: RoundInstance) -> tuple[MatrixModel, SolveResult]:
     return mm, res
 
 
-def _relaxed_optimum(mm: MatrixModel) -> float:
+def relaxed_optimum(mm: MatrixModel) -> float:
     """The LP relaxation with every count row (4) relaxed to ``<= n_k``."""
     lower = np.array(mm.row_lower, dtype=np.float64)
     for i, name in enumerate(mm.row_names):
@@ -64,7 +64,7 @@ def test_subset_bound_is_at_or_above_the_relaxed_count_rows_optimum() -> None:
         assert not inst.per_server_shares
         mm, res = _super_machine(inst)
         got = subset_bound(mm, res)
-        relaxed = _relaxed_optimum(mm)
+        relaxed = relaxed_optimum(mm)
         if got is None:
             refused += 1
             continue
@@ -81,7 +81,7 @@ def test_subset_bound_refuses_where_the_relaxed_optimum_is_higher() -> None:
     inst = family_round("multi-gpu", 128, 28)
     mm, res = _super_machine(inst)
     assert res.objective is not None
-    assert _relaxed_optimum(mm) > res.objective + 1e-6  # dropping a job would pay
+    assert relaxed_optimum(mm) > res.objective + 1e-6  # dropping a job would pay
     assert subset_bound(mm, res) is None
 
 

@@ -149,11 +149,6 @@ class TuneLater:
         self._tune, self._inst, self._runnable = tune, inst, runnable
         self._round: TuneRound | None = None
 
-    @property
-    def ran(self) -> bool:
-        """Whether TUNE has run."""
-        return self._round is not None
-
     def round(self) -> TuneRound:
         """TUNE's round (run now if it has not)."""
         if self._round is None:

@@ -607,7 +607,6 @@ class Opt:
         # (order, name, plan, fast-only, where its errors go): routes whose bound says
         # they cannot reach the target (:attr:`.routes.Route.bound`)
         deferred: list[tuple[int, str, RoutePlan, bool, int]] = []
-        reached = False
         for order, (name, plan_of, spread_only, fast_only, bound_of) in enumerate(tries):
             if spread_only and not any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
@@ -618,9 +617,8 @@ class Opt:
                     deferred.append((order, name, plan_of, fast_only, len(errors)))
                     continue
             if attempt(order, name, plan_of, fast_only):
-                reached = True
                 break
-        if not reached:
+        if best is None or best[1].total < target:
             # As if run in their turn: they cannot have ended the search, so all they
             # leave is their plan in ``pending`` (in its place, also where a later route
             # pended the same plan, which it would then have skipped as seen) and their
@@ -633,12 +631,10 @@ class Opt:
                     outcome = plan_of(ctx)
                 except RoundingError as e:
                     outcome = e
-                slot = (
-                    None
-                    if isinstance(outcome, RoundingError)
-                    else pended.get(frozenset(outcome.items()))
-                )
-                if slot is not None and not isinstance(outcome, RoundingError):
+                if (
+                    not isinstance(outcome, RoundingError)
+                    and (slot := pended.get(frozenset(outcome.items()))) is not None
+                ):
                     pending[slot] = (order, name, outcome)
                 else:
                     attempt(order, name, _replaying(outcome), fast_only)
