@@ -368,15 +368,15 @@ def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:
     (the same bytes as a fresh ``opt``), its pure memos kept, as ``tune``'s are across the
     table's rounds.  ``repair=False`` turns the swap repair (``mechanisms/opt/repair.py``)
     off: the same code otherwise, so the two columns differ by that fast path alone."""
-    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt import search
 
     opt.forget_rounds()
-    saved = mechanism.REPAIR
-    mechanism.REPAIR = repair
+    saved = search.REPAIR
+    search.REPAIR = repair
     try:
         return opt.allocate(inst)
     finally:
-        mechanism.REPAIR = saved
+        search.REPAIR = saved
 
 
 def _time_cells(tune_s: float, opt_s: float, tune_cpu: float, opt_cpu: float) -> list[float]:

@@ -45,21 +45,23 @@ import synergy_opt.mechanisms.opt.answer as opt_answer  # noqa: E402
 import synergy_opt.mechanisms.opt.mechanism as opt_mechanism  # noqa: E402
 import synergy_opt.mechanisms.opt.points as opt_points  # noqa: E402
 import synergy_opt.mechanisms.opt.routes as opt_routes  # noqa: E402
+import synergy_opt.mechanisms.opt.search as opt_search  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms import make_mechanism  # noqa: E402
 from synergy_opt.mechanisms.opt import Opt  # noqa: E402
 from synergy_opt.mechanisms.tune import Tune  # noqa: E402
 
 #: (module or class, attribute, label): the steps timed, as the package names them.  The
-#: module-level names are the ones the calls read (``mechanism.py``'s, the checker's in
-#: ``answer.py``, the deployment's in ``points.py``), so the wrapper sits where the call is made.
+#: module-level names are the ones the calls read (``mechanism.py``'s and ``search.py``'s,
+#: the checker's in ``answer.py``, the deployment's in ``points.py``), so the wrapper sits
+#: where the call is made.
 STEPS: tuple[tuple[Any, str, str], ...] = (
     (opt_mechanism, "split_super_machine", "super-machine build"),
     (opt_mechanism, "solve_matrix", "super-machine solve (incl. HiGHS)"),
-    (opt_mechanism, "repair", "swap repair"),
+    (opt_search, "repair", "swap repair"),
     (opt_points, "deploy", "max-flow deployment"),
     (opt_answer, "check_allocation", "checker"),
-    (opt_mechanism, "build_allocation", "building the answer"),
+    (opt_search, "build_allocation", "building the answer"),
     (opt_mechanism, "better_of", "against TUNE (incl. checker)"),
     (opt_points, "direct_points", "points on a plan"),
     (opt_mechanism.Opt, "_context", "round context"),

@@ -6,16 +6,16 @@ from __future__ import annotations
 import highspy
 import pytest
 
-import synergy_opt.mechanisms.opt.mechanism as opt_mechanism
 import synergy_opt.mechanisms.opt.routes as opt_routes
+import synergy_opt.mechanisms.opt.search as opt_search
 from tests.conftest import bench_module
 
 
 def test_the_steps_are_timed_and_unpatched_after(capsys: pytest.CaptureFixture[str]) -> None:
     steps = bench_module("bench_opt_steps")
-    before = (highspy.Highs.run, opt_mechanism.repair, dict(opt_routes.ROUTES))
+    before = (highspy.Highs.run, opt_search.repair, dict(opt_routes.ROUTES))
     assert steps.main(["--gpus", "32", "--seeds", "0:3", "--passes", "1", "--skip", ""]) == 0
-    assert (highspy.Highs.run, opt_mechanism.repair, dict(opt_routes.ROUTES)) == before
+    assert (highspy.Highs.run, opt_search.repair, dict(opt_routes.ROUTES)) == before
     rows = {
         line.rsplit(None, 2)[0].strip(): float(line.split()[-2])
         for line in capsys.readouterr().out.splitlines()

@@ -232,7 +232,7 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
     monkeypatch.setattr(opt_mod.context, "solve_matrix", cut)
     if family == "multi-gpu":  # its bridged plan deploys without a solve: take the LP's
         routes = {k: r for k, r in opt_mod.ROUTES.items() if k != "balanced-bridges"}
-        monkeypatch.setattr(opt_mod.mechanism, "ROUTES", routes)
+        monkeypatch.setattr(opt_mod.search, "ROUTES", routes)
     alloc = run("opt", inst, time_limit_s=600.0)
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= run("tune", inst).total_throughput - ABS_TOL
@@ -490,7 +490,7 @@ def test_rounding_failure_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(opt_mod.points, "direct_points", lambda *_, **__: None)
     monkeypatch.setattr(opt_mod.points, "reoptimise", fail)
-    monkeypatch.setattr(opt_mod.mechanism, "solve_points", fail)  # re-optimised plans
+    monkeypatch.setattr(opt_mod.search, "solve_points", fail)  # re-optimised plans
     inst = load_instance(INSTANCES / "tiny" / "one-server-two-jobs.json")
     alloc = run("opt", inst)
     assert alloc.notes and "no whole-GPU placement" in alloc.notes[0]

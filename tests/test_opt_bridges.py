@@ -20,7 +20,7 @@ from synergy_opt.check import check_allocation
 from synergy_opt.generate import family_round
 from synergy_opt.io import allocation_to_dict
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import ROUTES, mechanism
+from synergy_opt.mechanisms.opt import ROUTES, search
 from synergy_opt.mechanisms.opt.bridges import EXCESS_EPS, _Bridging, bridged
 from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext
 from synergy_opt.mechanisms.opt.routes import balanced
@@ -124,7 +124,7 @@ def test_opt_spreads_fewer_jobs_with_the_route(monkeypatch: pytest.MonkeyPatch) 
     seeds = range(0, 6)
     with_route, totals = spread(seeds)
     routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
-    monkeypatch.setattr(mechanism, "ROUTES", routes)
+    monkeypatch.setattr(search, "ROUTES", routes)
     without, totals_before = spread(seeds)
     assert totals == totals_before  # both reach the bound
     assert with_route < without
@@ -137,12 +137,12 @@ def test_a_plan_that_does_not_deploy_is_dropped(
     repair.  It is dropped, not re-optimised: the answer is byte for byte the answer of
     ``opt`` without the route."""
     inst = family_round("multi-gpu", 64, 7)
-    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.mechanism"):
+    with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.search"):
         got = allocation_to_dict(make_mechanism("opt").allocate(inst))
     assert any("balanced-bridges: the points do not deploy (dropped)" in r.getMessage()
                for r in caplog.records)  # fmt: skip
     routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
-    monkeypatch.setattr(mechanism, "ROUTES", routes)
+    monkeypatch.setattr(search, "ROUTES", routes)
     before = allocation_to_dict(make_mechanism("opt").allocate(inst))
     got.pop("solve_seconds")
     before.pop("solve_seconds")

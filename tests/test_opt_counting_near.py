@@ -123,12 +123,12 @@ def test_search_also_runs_from_the_plan_a_late_route_displaced(
     the search lower: split penalties 96 GPUs seed 1062 fell from its optimum 40.011 to
     39.85 until both ran).  Here the search is replaced by a stand-in that maps each start to
     the other one, so the answer is the late plan only if both searches run."""
-    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt import search
     from synergy_opt.mechanisms.opt.neighbourhood import State
 
     starts: list[State] = []
     swap: dict[int, State] = {}
-    real_late = mechanism.Opt._late_routes
+    real_late = search.run_late_routes
 
     def late(*args: Any, **kwargs: Any) -> State | None:
         routed = args[1]
@@ -137,12 +137,12 @@ def test_search_also_runs_from_the_plan_a_late_route_displaced(
         swap[id(got)], swap[id(routed)] = routed, got
         return got
 
-    def search(ctx: Any, state: State, target: float) -> State:
+    def searched(ctx: Any, state: State, target: float) -> State:
         starts.append(state)
         return swap[id(state)]
 
-    monkeypatch.setattr(mechanism.Opt, "_late_routes", staticmethod(late))
-    monkeypatch.setattr(mechanism, "_search", search)
+    monkeypatch.setattr(search, "run_late_routes", late)
+    monkeypatch.setattr(search, "search_from", searched)
     got = Opt().allocate(family_round("split-penalty", 96, 1174))
     assert len(starts) == 2 and starts[0] is not starts[1]
     assert starts[0].total > starts[1].total  # the late route's plan first, then the other

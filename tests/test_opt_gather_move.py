@@ -165,7 +165,7 @@ def test_search_gathers_last_and_only_below_the_target(
     start's search answer is never below the one without it (run first, it led the search
     lower on split penalties 128/1195 and 96/1098), and not at all once they reach the
     target."""
-    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt import search
 
     ctx, state = counting_1163
     calls: list[str] = []
@@ -178,12 +178,12 @@ def test_search_gathers_last_and_only_below_the_target(
 
         return run
 
-    monkeypatch.setattr(mechanism, "spread_move", step("spread", None))
-    monkeypatch.setattr(mechanism, "improve", step("improve", None))
-    monkeypatch.setattr(mechanism, "gather_move", step("gather", None))
-    assert mechanism._search(ctx, state, state.total + 0.5) is state
+    monkeypatch.setattr(search, "spread_move", step("spread", None))
+    monkeypatch.setattr(search, "improve", step("improve", None))
+    monkeypatch.setattr(search, "gather_move", step("gather", None))
+    assert search.search_from(ctx, state, state.total + 0.5) is state
     assert calls == ["spread", "improve", "gather"]
     calls.clear()
-    monkeypatch.setattr(mechanism, "improve", step("improve", reached))
-    assert mechanism._search(ctx, state, state.total + 0.5) is reached
+    monkeypatch.setattr(search, "improve", step("improve", reached))
+    assert search.search_from(ctx, state, state.total + 0.5) is reached
     assert calls == ["spread", "improve"]

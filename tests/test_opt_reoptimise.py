@@ -15,7 +15,7 @@ import pytest
 from synergy_opt.check import check_allocation
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import ROUTES, Opt, mechanism
+from synergy_opt.mechanisms.opt import ROUTES, Opt, search
 from synergy_opt.mechanisms.opt.configure import point_model, relaxation_bound, solve_points
 from synergy_opt.mechanisms.opt.context import RoundingError
 from synergy_opt.mechanisms.opt.neighbourhood import total_of
@@ -44,25 +44,25 @@ def test_pruned_plans_give_the_same_answer_with_fewer_mips(monkeypatch: pytest.M
     inst = family_round("multi-gpu", 512, 4)
     # The swap repair deploys this round's points without any MIP: off, the plans go to
     # the re-optimisation this test is about.
-    monkeypatch.setattr(mechanism, "REPAIR", False)
+    monkeypatch.setattr(search, "REPAIR", False)
     # So does the bridged plan: without that route, the plans go to the re-optimisation.
-    routes = {k: r for k, r in mechanism.ROUTES.items() if k != "balanced-bridges"}
-    monkeypatch.setattr(mechanism, "ROUTES", routes)
+    routes = {k: r for k, r in search.ROUTES.items() if k != "balanced-bridges"}
+    monkeypatch.setattr(search, "ROUTES", routes)
     calls = {"n": 0}
-    real = mechanism.solve_points
+    real = search.solve_points
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls["n"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mechanism, "solve_points", counted)
+    monkeypatch.setattr(search, "solve_points", counted)
     ranked = make_mechanism("opt").allocate(inst)
     with_bound = calls["n"]
     assert check_allocation(inst, ranked, fair_share=True) == []
     # Without bounds every chosen plan is solved (no bound: nothing can be skipped).
-    monkeypatch.setattr(mechanism, "relaxation_bound", lambda *_: None)
+    monkeypatch.setattr(search, "relaxation_bound", lambda *_: None)
     calls["n"] = 0
     plain = make_mechanism("opt").allocate(inst)
-    assert calls["n"] == mechanism.REOPTIMISED_PLANS
+    assert calls["n"] == search.REOPTIMISED_PLANS
     assert with_bound < calls["n"]  # 1 of 3 when measured
     assert ranked.total_throughput == pytest.approx(plain.total_throughput, abs=1e-9)

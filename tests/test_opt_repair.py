@@ -24,7 +24,7 @@ from synergy_opt.generate import family_round
 from synergy_opt.io import allocation_to_dict
 from synergy_opt.matrix import csc_columns
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import Opt, mechanism
+from synergy_opt.mechanisms.opt import Opt, search
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import ROUTES
 from synergy_opt.mechanisms.opt.transport import cut_flow, deploy
@@ -127,17 +127,17 @@ def test_repaired_round_needs_no_mip_and_equals_the_old_answer(
     inst = family_round(family, gpus, seed)
     # The bridged plan deploys the multi-GPU round's points before the placement LP runs:
     # without that route, the repair of the LP's plan is what answers.
-    monkeypatch.setattr(mechanism, "ROUTES", _without_bridges())
+    monkeypatch.setattr(search, "ROUTES", _without_bridges())
     with monkeypatch.context() as mp:
         for name in ("solve_points", "improve", "gather_move", "spread_move", "point_model"):
-            mp.setattr(mechanism, name, _no_mip)
-        with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.mechanism"):
+            mp.setattr(search, name, _no_mip)
+        with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.search"):
             fast = make_mechanism("opt").allocate(inst)
     assert any(f"{route}+repair reaches" in r.getMessage() for r in caplog.records)
     assert check_allocation(inst, fast, fair_share=True) == []
     assert fast.upper_bound is not None
     assert fast.total_throughput == pytest.approx(fast.upper_bound, abs=ABS_TOL)
-    monkeypatch.setattr(mechanism, "REPAIR", False)
+    monkeypatch.setattr(search, "REPAIR", False)
     old = make_mechanism("opt").allocate(inst)
     assert fast.total_throughput == pytest.approx(old.total_throughput, abs=ABS_TOL)
     assert fast.total_throughput >= make_mechanism("tune").allocate(inst).total_throughput

@@ -15,8 +15,8 @@ import pytest
 from synergy_opt.generate import family_round
 from synergy_opt.io import allocation_to_dict, dumps
 from synergy_opt.mechanisms.opt import Opt, routes
-from synergy_opt.mechanisms.opt import mechanism as opt_mechanism
 from synergy_opt.mechanisms.opt import points as plan_points
+from synergy_opt.mechanisms.opt import search as opt_search
 from synergy_opt.mechanisms.opt.context import RoundContext
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from tests.conftest import family_context
@@ -34,7 +34,7 @@ DEFERRED: tuple[tuple[str, int, int], ...] = (
 
 
 def _target(ctx: RoundContext) -> float:
-    return ctx.optimum - max(opt_mechanism.TARGET_GAP * abs(ctx.optimum), 1e-9)
+    return ctx.optimum - max(opt_search.TARGET_GAP * abs(ctx.optimum), 1e-9)
 
 
 def test_minus_inf_where_a_spread_job_point_fits_no_server() -> None:
@@ -86,12 +86,12 @@ def test_deferring_changes_no_answer(
         plain = dict(routes.ROUTES)
         plain["server-class-mip"] = dataclasses.replace(plain["server-class-mip"], bound=None)
         m.setattr(routes, "ROUTES", plain)
-        m.setattr(opt_mechanism, "ROUTES", plain)
+        m.setattr(opt_search, "ROUTES", plain)
         want = Opt().allocate(inst)
     deferred: list[float] = []
     replayed: list[object] = []
     real_bound = routes.whole_job_bound
-    real_replaying = opt_mechanism._replaying
+    real_replaying = opt_search.replaying
 
     def bound(ctx: RoundContext) -> float | None:
         got = real_bound(ctx)
@@ -105,8 +105,8 @@ def test_deferring_changes_no_answer(
 
     bounded = dict(routes.ROUTES)
     bounded["server-class-mip"] = dataclasses.replace(bounded["server-class-mip"], bound=bound)
-    monkeypatch.setattr(opt_mechanism, "ROUTES", bounded)
-    monkeypatch.setattr(opt_mechanism, "_replaying", replaying)
+    monkeypatch.setattr(opt_search, "ROUTES", bounded)
+    monkeypatch.setattr(opt_search, "replaying", replaying)
     got = Opt().allocate(inst)
     assert deferred  # the route was deferred on this round
     assert dumps(allocation_to_dict(dataclasses.replace(got, solve_seconds=0.0))) == dumps(

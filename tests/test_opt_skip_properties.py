@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from synergy_opt.io import allocation_to_dict, dumps
 from synergy_opt.mechanisms.opt import Opt, routes
 from synergy_opt.mechanisms.opt import mechanism as opt_mechanism
+from synergy_opt.mechanisms.opt import search as opt_search
 from synergy_opt.mechanisms.opt.bounds import subset_bound
 from synergy_opt.mechanisms.opt.context import OPT_HIGHS_OPTIONS
 from synergy_opt.mechanisms.opt.stranded import runnable_at_floors
@@ -64,7 +65,7 @@ def test_opt_answers_are_those_of_the_full_work(inst: RoundInstance, cluster_rul
     with pytest.MonkeyPatch.context() as m:
         full = dict(routes.ROUTES)
         full["server-class-mip"] = dataclasses.replace(full["server-class-mip"], bound=None)
-        m.setattr(opt_mechanism, "ROUTES", full)
+        m.setattr(opt_search, "ROUTES", full)
         m.setattr(opt_mechanism, "subset_bound", lambda mm, res: None)
         want = Opt().allocate(inst)
     assert _bytes(got) == _bytes(want)

@@ -18,7 +18,7 @@ from synergy_opt.generate import family_round
 from synergy_opt.io import allocation_to_dict
 from synergy_opt.mechanisms import Mechanism, make_mechanism
 from synergy_opt.mechanisms.opt import Opt
-from synergy_opt.mechanisms.opt.mechanism import TARGET_GAP, WARM_START
+from synergy_opt.mechanisms.opt.search import TARGET_GAP, WARM_START
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.sim.config import SimConfig, paper_cluster
 from synergy_opt.sim.engine import simulate
@@ -78,7 +78,7 @@ def test_warm_start_keeps_jobs_in_place_and_quality(
     last: dict[str, tuple[tuple[str, int], ...]] = {}
     for inst in sim_rounds:
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.mechanism"):
+        with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.search"):
             alloc = opt.allocate(inst)
         assert check_allocation(inst, alloc, fair_share=True) == []
         assert alloc.total_throughput >= tune.allocate(inst).total_throughput - 1e-9

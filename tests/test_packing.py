@@ -306,7 +306,7 @@ def test_the_late_routes_see_the_best_plan_only_near_the_bound(
 ) -> None:
     """The hint is shared only from a plan within ``BEST_SO_FAR_MIN_SHARE`` of the
     super-machine optimum: further off, the packing's second try lost its whole budget."""
-    from synergy_opt.mechanisms.opt import mechanism
+    from synergy_opt.mechanisms.opt import search
     from synergy_opt.mechanisms.opt.context import BEST_SO_FAR, BEST_SO_FAR_MIN_SHARE, RoundingError
     from synergy_opt.mechanisms.opt.neighbourhood import State
     from synergy_opt.mechanisms.opt.routes import Route
@@ -318,7 +318,7 @@ def test_the_late_routes_see_the_best_plan_only_near_the_bound(
         raise RoundingError("probe")
 
     monkeypatch.setattr(
-        mechanism, "late_routes", lambda: [Route("probe", probe, True, "", False, late=True)]
+        search, "late_routes", lambda: [Route("probe", probe, True, "", False, late=True)]
     )
     inst = family_round("multi-gpu", 32, 0)
     for share in (BEST_SO_FAR_MIN_SHARE - 0.01, BEST_SO_FAR_MIN_SHARE + 0.01):
@@ -327,6 +327,6 @@ def test_the_late_routes_see_the_best_plan_only_near_the_bound(
         plan = ROUTES["balanced"].plan(ctx)
         state = State(plan, dict(ctx.points), share * ctx.optimum)
         errors: list[str] = []
-        kept = Opt._late_routes(ctx, state, ctx.optimum, True, _never_kept, errors)
+        kept = search.run_late_routes(ctx, state, ctx.optimum, True, _never_kept, errors)
         assert kept is state and errors == ["probe: probe"]
     assert seen == [None, plan]

@@ -56,7 +56,9 @@ returned, so OPT is never below either.  The plain pass (routes on the reference
 runs only where the fixed round gives no checked answer of the whole runnable set.
 
 Where each step lives: :mod:`.mechanism` (the ``Opt`` class: the round's steps in order,
-the routes' driver and the warm start), :mod:`.super_machine` (step 1's model and its demand
+remembered rounds and the warm start), :mod:`.search` (one round's search: the routes in
+order, the swap repair, the re-optimisation, the late routes and the neighbourhood search
+from the best plan), :mod:`.super_machine` (step 1's model and its demand
 classes), :mod:`.bounds` (the bounds beside it), :mod:`.points` (step 3's points on a plan),
 :mod:`.answer` (the checked answer against TUNE's, shared with ``opt-exact``) and
 :mod:`.round_cache` (identical rounds replayed).
@@ -78,6 +80,7 @@ from synergy_opt.mechanisms.opt import (
     repair,
     round_cache,
     routes,
+    search,
     super_machine,
     transport,
     typed,

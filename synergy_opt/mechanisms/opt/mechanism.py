@@ -6,14 +6,13 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from synergy_opt.deadline import Child, warm_up
 from synergy_opt.formulations.fast import SplitKnapsackModel, class_key
 from synergy_opt.formulations.typed_fast import is_typed_round
 from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.base import MechanismOptions, register
-from synergy_opt.mechanisms.opt import points as plan_points
 from synergy_opt.mechanisms.opt.answer import better_of, capped, tune_fallback
 from synergy_opt.mechanisms.opt.bounds import (
     counting_lp_bound,
@@ -21,52 +20,31 @@ from synergy_opt.mechanisms.opt.bounds import (
     subset_bound,
     typed_bound,
 )
-from synergy_opt.mechanisms.opt.configure import (
-    PointModel,
-    point_model,
-    relaxation_bound,
-    solve_points,
-)
 from synergy_opt.mechanisms.opt.context import (
-    BEST_SO_FAR,
-    BEST_SO_FAR_MIN_SHARE,
     OPT_HIGHS_OPTIONS,
     Clock,
     GpuPlan,
-    Point,
     RoundContext,
-    RoundingError,
     time_note,
 )
 from synergy_opt.mechanisms.opt.full_servers import (
     full_server_bound,
 )
-from synergy_opt.mechanisms.opt.gather_move import gather_move
-from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.packing_route import load_packing_solver
-from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan, start_dive
-from synergy_opt.mechanisms.opt.repair import repair
+from synergy_opt.mechanisms.opt.pattern_dive import start_dive
 from synergy_opt.mechanisms.opt.round_cache import (
     ROUND_CACHE_SIZE,
     CachedRound,
     RoundKey,
     round_key,
 )
-from synergy_opt.mechanisms.opt.routes import (
-    ROUTES,
-    RouteBound,
-    RoutePlan,
-    balanced_from,
-    late_routes,
-)
-from synergy_opt.mechanisms.opt.spread_move import spread_move
+from synergy_opt.mechanisms.opt.search import RoundSearch
 from synergy_opt.mechanisms.opt.stranded import StrandMemo, runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.opt.super_machine import (
     demand_classes,
     point_value,
     split_super_machine,
 )
-from synergy_opt.mechanisms.opt.transport import overcommitment
 from synergy_opt.mechanisms.opt.typed import choose_types
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.mechanisms.tune import Tune, TuneAnswer, TuneLater
@@ -75,32 +53,16 @@ from synergy_opt.types import (
     Allocation,
     Cluster,
     Job,
-    PlacementPart,
     RoundInstance,
-    build_allocation,
 )
 
 log = logging.getLogger(__name__)
 
-#: The search ends once a plan is within this fraction of the split-aware super-machine
-#: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
-#: search per round at 128 GPUs.
-TARGET_GAP: float = 2e-3
-#: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
-#: as they are: those that over-commit cores and memory least.
-REOPTIMISED_PLANS: int = 3
-#: A re-optimised plan is skipped when its LP bound is below the best total found by more
-#: than this fraction (solver tolerance: such a plan cannot beat it).
-PRUNE_EPS: float = 1e-7
 #: Solver threads when the options leave them open: OPT's MIPs are small (tens to a few
 #: thousand columns), where HiGHS's parallel scheduler costs more than it saves (measured on
 #: 128-GPU single-GPU super-machines: 8-17 ms CPU and 30-90 ms wall per solve with the
 #: default scheduler, 1.5-4 ms with one thread, same optima).
 OPT_THREADS: int = 1
-#: Swap repair (:mod:`.repair`) of each route plan on which the super-machine points do not
-#: deploy, before any re-optimisation MIP.  Off only to measure it (bench table 3's
-#: "no-repair" column and the tests set this module attribute).
-REPAIR: bool = True
 #: On typed rounds, run the plain pass (routes on each job's reference matrix) on every
 #: round, as before 2026-12, not only where the round with types fixed gives no checked
 #: answer of the whole runnable set.  Off only to measure it (bench table 4).
@@ -108,32 +70,6 @@ PLAIN_PASS_ALWAYS: bool = False
 
 #: Per job id of the last round: its class key and its GPUs per server (server index, GPUs).
 Previous = dict[str, tuple[tuple[object, ...], tuple[tuple[int, int], ...]]]
-#: The name the warm-start plan goes by in logs and notes.
-WARM_START: str = "previous-round"
-
-
-def _search(ctx: RoundContext, state: State, target: float) -> State:
-    """The spread move, the neighbourhood search, then the gather move, each only while
-    below ``target``."""
-    if state.total < target:
-        state = spread_move(ctx, state, target)
-    if state.total < target:
-        state = improve(ctx, state, target)
-    if state.total < target:
-        state = gather_move(ctx, state, target)
-    return state
-
-
-def _replaying(outcome: GpuPlan | RoundingError) -> RoutePlan:
-    """A route giving a plan computed earlier, or raising its error again (a deferred
-    route's, :meth:`Opt._round`)."""
-
-    def plan_of(_: RoundContext) -> GpuPlan:
-        if isinstance(outcome, RoundingError):
-            raise outcome
-        return outcome
-
-    return plan_of
 
 
 @register(
@@ -500,278 +436,6 @@ class Opt:
         kept: GpuPlan | None = None,
         dive: Child | None = None,
     ) -> tuple[Allocation | None, list[str]]:
-        """Route plans in registry order; the first whose super-machine points deploy and
-        reach the target ends the search.  A plan on which they do not deploy is first
-        repaired by swapping whole jobs (:mod:`.repair`, no solver; with :data:`REPAIR`);
-        if that deploys them, it ends the search the same way.  Otherwise the
-        :data:`REOPTIMISED_PLANS` plans that over-commit least are re-optimised (a MIP
-        each), the best (throughput, then fewer fragmented jobs) kept, and improved by
-        exact re-decisions on neighbourhoods.
-
-        With ``kept`` (the last round's GPUs of jobs still here, :meth:`_kept`), the warm
-        start goes first: those jobs where they were, the new ones placed as ``balanced``
-        places them.  If the super-machine points deploy on it within the target gap, it is
-        the answer; otherwise it is dropped and the cold search runs exactly as without it.
-
-        With ``dive`` (the pattern dive running beside, :mod:`.pattern_dive`), its plan, if
-        it has answered when the late routes end (else when the search from their best plan
-        ends), is one more late plan; the caller stops the dive."""
-        inst = ctx.inst
-        target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
-        best: tuple[tuple[float, int], State] | None = None
-        errors: list[str] = []
-        # (order, name, plan) of the plans whose points did not deploy; ranked by
-        # over-commitment only when the search needs them (the rounds a fast route ends
-        # do not: 0.04 ms of a 3-ms multi-GPU round).
-        pending: list[tuple[int, str, GpuPlan]] = []
-        any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
-        # Plans tried, as sets of (job, parts): equal iff the plans are (no sort needed).
-        seen: set[frozenset[tuple[str, tuple[tuple[int, int], ...]]]] = set()
-
-        def keep(
-            name: str,
-            plan: GpuPlan,
-            points: dict[str, Point],
-            parts: dict[str, list[PlacementPart]] | None = None,
-        ) -> State:
-            nonlocal best
-            state = State(plan, points, total_of(ctx, plan, points), parts or None)
-            spread = sum(1 for parts in plan.values() if len(parts) > 1)
-            log.info(
-                "opt on %s: %s reaches %.6g (%d fragmented)", inst.name, name, state.total, spread
-            )
-            rank = (round(state.total, 9), -spread)
-            if best is None or rank > best[0]:
-                best = (rank, state)
-            return state
-
-        tries: list[tuple[str, RoutePlan, bool, bool, RouteBound | None]] = []
-        if kept:
-            tries.append((WARM_START, lambda c: balanced_from(c, kept), False, False, None))
-        tries += [
-            (r.name, r.plan, r.spread_only, r.fast_only, r.bound)
-            for r in ROUTES.values()
-            if not r.late
-        ]
-        #: Plans put in ``pending`` by route order: a deferred route's plan takes its place.
-        pended: dict[frozenset[tuple[str, tuple[tuple[int, int], ...]]], int] = {}
-
-        def attempt(order: int, name: str, plan_of: RoutePlan, fast_only: bool) -> bool:
-            """Try one route's plan; ``True`` when it reached the target (search ends)."""
-            try:
-                plan = plan_of(ctx)
-                key = frozenset(plan.items())
-                if key in seen:
-                    return False
-                seen.add(key)
-                plan_points.within_cap(ctx, plan)
-            except RoundingError as e:
-                if name != WARM_START and not fast_only:  # a fast-only route only adds
-                    errors.append(f"{name}: {e}")
-                log.info("opt on %s: %s: %s", inst.name, name, e)
-                return False
-            deployed: dict[str, list[PlacementPart]] = {}
-            points = plan_points.direct_points(ctx, plan, deployed)
-            if name == WARM_START:
-                # Taken only at the target; otherwise dropped, and the cold search runs as
-                # without it (a route finding the same plan still counts): as a mere
-                # candidate it steered the search elsewhere (mixed-shapes 64 GPUs seed
-                # 1005 after seed 1003: 50.11 where the cold search finds 50.26).
-                if points is not None and total_of(ctx, plan, points) >= target:
-                    keep(name, plan, points, deployed)
-                    return True
-                seen.discard(key)
-                return False
-            if points is None and REPAIR:
-                # Swaps of whole jobs until the points deploy (:mod:`.repair`).  Not on the
-                # warm start: in table 3b's simulations it fired on 2-3 of 60 rounds, and
-                # its failed attempts cost more than it saved (512 GPUs: 5.1x against 4.0x
-                # total CPU of tune).
-                fixed = repair(ctx, plan, ctx.points)
-                if fixed is not None:
-                    points = plan_points.direct_points(ctx, fixed, deployed)
-                    if points is not None:
-                        name, plan = f"{name}+repair", fixed
-            if points is not None:
-                return keep(name, plan, points, deployed).total >= target
-            if fast_only:
-                # Dropped as if never tried: a later route reaching the same plan still
-                # counts, and the re-optimisation gets the plans it got without this one.
-                log.info("opt on %s: %s: the points do not deploy (dropped)", inst.name, name)
-                seen.discard(key)
-                return False
-            pended[key] = len(pending)
-            pending.append((order, name, plan))
-            return False
-
-        # (order, name, plan, fast-only, where its errors go): routes whose bound says
-        # they cannot reach the target (:attr:`.routes.Route.bound`)
-        deferred: list[tuple[int, str, RoutePlan, bool, int]] = []
-        for order, (name, plan_of, spread_only, fast_only, bound_of) in enumerate(tries):
-            if spread_only and not any_spreads:
-                continue  # nothing may spread: the route would only repeat a packing
-            if bound_of is not None:
-                bound = bound_of(ctx)
-                if bound is not None and bound < target - 1e-9 * max(1.0, abs(target)):
-                    log.info("opt on %s: %s deferred (bound %.6g)", inst.name, name, bound)
-                    deferred.append((order, name, plan_of, fast_only, len(errors)))
-                    continue
-            if attempt(order, name, plan_of, fast_only):
-                break
-        if best is None or best[1].total < target:
-            # As if run in their turn: they cannot have ended the search, so all they
-            # leave is their plan in ``pending`` (in its place, also where a later route
-            # pended the same plan, which it would then have skipped as seen) and their
-            # errors where they would have been.
-            for order, name, plan_of, fast_only, at in deferred:
-                tail = errors[at:]
-                del errors[at:]
-                outcome: GpuPlan | RoundingError
-                try:
-                    outcome = plan_of(ctx)
-                except RoundingError as e:
-                    outcome = e
-                if (
-                    not isinstance(outcome, RoundingError)
-                    and (slot := pended.get(frozenset(outcome.items()))) is not None
-                ):
-                    pending[slot] = (order, name, outcome)
-                else:
-                    attempt(order, name, _replaying(outcome), fast_only)
-                errors.extend(tail)
-        if best is None or best[1].total < target:
-            ranked = [(overcommitment(ctx.inst, p, ctx.points), o, n, p) for o, n, p in pending]
-            chosen = sorted(ranked, key=lambda t: (t[0], t[1]))[:REOPTIMISED_PLANS]
-            models: list[tuple[float, int, str, PointModel]] = []
-            for _, order, name, plan in chosen:
-                try:
-                    model = point_model(ctx, plan)
-                except RoundingError as e:
-                    errors.append(f"{name}: {e}")
-                    log.info("opt on %s: %s: %s", inst.name, name, e)
-                    continue
-                lp = relaxation_bound(ctx, model) if len(chosen) > 1 else None
-                models.append((float("inf") if lp is None else lp, order, name, model))
-            # Highest LP bound first; a plan whose bound is below the best total found
-            # cannot beat it, and neither can any later one (saved 200 of 310 ms on the
-            # 512-GPU multi-GPU round seed 4; the same answers).
-            for lp, _, name, model in sorted(models, key=lambda t: (-t[0], t[1])):
-                if best is not None and lp < best[1].total - PRUNE_EPS * max(1.0, best[1].total):
-                    log.info(
-                        "opt on %s: %s cannot beat %.6g (LP %.6g)",
-                        inst.name,
-                        name,
-                        best[1].total,
-                        lp,
-                    )
-                    break
-                try:
-                    points, _ = solve_points(ctx, model)
-                except RoundingError as e:
-                    errors.append(f"{name}: {e}")
-                    log.info("opt on %s: %s: %s", inst.name, name, e)
-                    continue
-                if keep(name, model.plan, points).total >= target:
-                    break
-        routed = best[1] if best is not None else None
-        start = routed
-        if start is None or start.total < target:
-            # Missed: a job filling its servers may make the pooled optimum unreachable.
-            target = min(target, full_server_bound(ctx) * (1 - TARGET_GAP))
-        late: list[State] = []
-        if start is None or start.total < target:
-            start = self._late_routes(ctx, start, target, any_spreads, keep, errors, late)
-        if dive is not None and (start is None or start.total < target) and dive.ready():
-            # the dive beside the routes has answered: its plan is one more late plan (the
-            # search starts from the best, then from the others)
-            dived = self._dived(ctx, dive, keep)
-            dive = None  # taken
-            if dived is not None:
-                late.append(dived)
-                if start is None or dived.total > start.total + PRUNE_EPS * max(1.0, start.total):
-                    start = dived
-        if start is None:
-            return None, errors
-        state = _search(ctx, start, target)
-        if dive is not None and state.total < target and dive.ready():
-            # answered during that search: searched from below, with the other late plans
-            dived = self._dived(ctx, dive, keep)
-            if dived is not None:
-                late.append(dived)
-        for other_start in sorted((s for s in late if s is not start), key=lambda s: -s.total):
-            # Another late plan can be the better start (split penalties 128 GPUs seed
-            # 1195: from counting-full-servers' 55.547 the search gains nothing, from
-            # counting-near's 55.4432 it reaches 55.841, the optimum).
-            if state.total >= target:
-                break
-            other = _search(ctx, other_start, target)
-            if other.total > state.total + PRUNE_EPS * max(1.0, state.total):
-                state = other
-        if routed is not None and start is not routed and state.total < target:
-            # A late route's better plan can lead the search to a lower answer than the
-            # plan it displaced (split penalties 96 GPUs seed 1062: 39.85 against 40.011,
-            # the optimum): search from that one too and keep the better.
-            other = _search(ctx, routed, target)
-            if other.total > state.total + PRUNE_EPS * max(1.0, state.total):
-                state = other
-        parts = placements(ctx, state)
-        if parts is None:  # pragma: no cover - every state is checked to deploy
-            return None, [*errors, "best plan does not deploy (numerical trouble)"]
-        return build_allocation(
-            inst, self.name, parts, solver=ctx.options.solver, upper_bound=upper
-        ), errors
-
-    @staticmethod
-    def _dived(ctx: RoundContext, dive: Child, keep: Callable[..., State]) -> State | None:
-        """The ``pattern-dive`` plan (:mod:`.pattern_dive`; the dive has answered),
-        re-optimised as a late route's plan is; ``None`` where it found none."""
-        plan = dive_plan(ctx, dive)
-        if plan is None:
-            return None
-        try:
-            points, deployed = plan_points.late_points(ctx, plan)
-        except RoundingError as e:
-            log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
-            return None
-        # taken: whether the dive had answered by now depends on the machine's speed
-        ctx.time_stops.append(PATTERN_DIVE)
-        return keep(PATTERN_DIVE, plan, points, deployed)
-
-    @staticmethod
-    def _late_routes(
-        ctx: RoundContext,
-        state: State | None,
-        target: float,
-        any_spreads: bool,
-        keep: Callable[..., State],
-        errors: list[str],
-        found_plans: list[State] | None = None,
-    ) -> State | None:
-        """The late routes (:class:`.routes.Route`), in registry order, once the other
-        routes' plans, re-optimised, missed the target: each plan at the super-machine
-        points if they deploy on it, else re-optimised; the best of those and ``state``
-        (``found_plans`` receives each late route's state).
-        They run before the neighbourhood search: on mixed-shape rounds where it is needed
-        it is cheaper than the search and reaches the optimum where the search stops short
-        (mixed shapes 128 GPUs seed 1191: 103.57 in 5.8 s CPU, where the search alone
-        gets 103.50 in 20 s)."""
-        for r in late_routes():
-            if r.spread_only and not any_spreads:
-                continue
-            if state is not None and state.total >= BEST_SO_FAR_MIN_SHARE * ctx.optimum:
-                ctx.memo[BEST_SO_FAR] = state.plan
-            try:
-                plan = r.plan(ctx)
-                points, deployed = plan_points.late_points(ctx, plan)
-            except RoundingError as e:
-                errors.append(f"{r.name}: {e}")
-                log.info("opt on %s: %s: %s", ctx.inst.name, r.name, e)
-                continue
-            found = keep(r.name, plan, points, deployed)
-            if found_plans is not None:
-                found_plans.append(found)
-            if state is None or found.total > state.total + PRUNE_EPS * max(1.0, state.total):
-                state = found
-            if state.total >= target:
-                break
-        return state
+        """The round's search (:class:`.search.RoundSearch`): the allocation or ``None``,
+        and the routes' errors."""
+        return RoundSearch(ctx, kept, dive).run(self.name, upper)
