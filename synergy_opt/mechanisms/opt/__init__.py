@@ -115,6 +115,7 @@ __all__ = [
     "repair",
     "round_cache",
     "routes",
+    "search",
     "super_machine",
     "transport",
     "tune_fallback",
