@@ -29,6 +29,7 @@ from synergy_opt.generate import FAMILIES, GenerateSpec, family_round, generate_
 from synergy_opt.io import instance_to_dict, load_instance
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism, mechanism_names
 from synergy_opt.mechanisms import opt_exact as opt_exact_mod
+from synergy_opt.mechanisms.opt import search as opt_search
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import (
     BACKENDS,
@@ -332,6 +333,9 @@ def test_no_counting_solution_returns_opt(monkeypatch: pytest.MonkeyPatch) -> No
     # in-process: beside a child opt the counting MIP runs in a child of its own, which
     # this patch does not reach
     monkeypatch.setattr(opt_exact_mod, "OPT_BESIDE", False)
+    # opt's pattern bound proves its answer on this round (4.0), so opt-exact would return
+    # it at once: off, the path under test (no counting solution) is reached
+    monkeypatch.setattr(opt_search, "PATTERN_BOUND", False)
     inst = load_instance(INSTANCES / "tiny" / "placement-gap.json")
     alloc = run("opt-exact", inst, time_limit_s=5)
     assert alloc.mechanism == "opt-exact"

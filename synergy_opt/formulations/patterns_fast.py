@@ -481,10 +481,12 @@ def pattern_bound(
     seeds: Sequence[np.ndarray] = (),
     target: float | None = None,
     cm: CountingMatrix | None = None,
+    max_iterations: int = MAX_ITERATIONS,
 ) -> PatternBound:
     """Column generation over server patterns; stops when no pattern prices out, when the
-    bound reaches ``target`` (a known allocation's value: then it is proven optimal), or
-    at ``time_limit``.  ``seeds``: counting-model solutions whose servers start the master.
+    bound reaches ``target`` (a known allocation's value: then it is proven optimal), at
+    ``time_limit`` or after ``max_iterations`` rounds of pricing (the bound is valid
+    wherever it stops).  ``seeds``: counting-model solutions whose servers start the master.
     """
     t0 = time.perf_counter()
     cm = cm or build_counting_matrix(data)
@@ -499,7 +501,7 @@ def pattern_bound(
     master_value: float | None = None
     converged = False
     it = 0
-    while it < MAX_ITERATIONS:
+    while it < max_iterations:
         it += 1
         mm, _, names = build_master_matrix(data, patterns)
         solved = _lp_duals(mm)
@@ -679,8 +681,10 @@ def round_bound(
     *,
     time_limit: float | None = None,
     warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
+    max_iterations: int = MAX_ITERATIONS,
 ) -> tuple[PatternBound, CountingMatrix, list[np.ndarray]] | None:
-    """The pattern bound of a round's jobs, seeded with known allocations (best first).
+    """The pattern bound of a round's jobs, seeded with known allocations (best first), at
+    most ``max_iterations`` rounds of pricing.
 
     Returns the bound, the counting matrix and the warm starts as its vectors (best first);
     None where the rows are not stated (per-type matrices, splits with rounded-down cores).
@@ -692,7 +696,14 @@ def round_bound(
     vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
     vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
     target = float(cm.matrix.cost @ vectors[0]) if vectors else None
-    pb = pattern_bound(data, time_limit=time_limit, seeds=vectors, target=target, cm=cm)
+    pb = pattern_bound(
+        data,
+        time_limit=time_limit,
+        seeds=vectors,
+        target=target,
+        cm=cm,
+        max_iterations=max_iterations,
+    )
     return pb, cm, vectors
 
 

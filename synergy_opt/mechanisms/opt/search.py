@@ -12,11 +12,14 @@ call.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from synergy_opt.deadline import Child
+from synergy_opt.formulations.counting_fast import EXACT_REL_GAP
 from synergy_opt.mechanisms.opt import points as plan_points
+from synergy_opt.mechanisms.opt.bounds import pattern_lp_bound
 from synergy_opt.mechanisms.opt.configure import (
     PointModel,
     point_model,
@@ -63,6 +66,10 @@ PRUNE_EPS: float = 1e-7
 #: deploy, before any re-optimisation MIP.  Off only to measure it (bench table 3's
 #: "no-repair" column and the tests set this module attribute).
 REPAIR: bool = True
+#: Where the routes miss the target and no job may spread, the pattern LP's bound
+#: (:func:`.bounds.pattern_lp_bound`) lowers the target to itself and is reported where
+#: smaller.  Off only to measure it (the tests set this module attribute).
+PATTERN_BOUND: bool = True
 #: The name the warm-start plan goes by in logs and notes.
 WARM_START: str = "previous-round"
 
@@ -197,6 +204,8 @@ class RoundSearch:
     #: Plans put in ``pending``, by key: a deferred route's plan takes its place.
     pended: dict[PlanKey, int] = field(default_factory=dict)
     seen: set[PlanKey] = field(default_factory=set)
+    #: The pattern LP's bound where the search computed it (:meth:`_pattern_target`).
+    pattern_bound: float | None = None
 
     def __post_init__(self) -> None:
         ctx = self.ctx
@@ -381,6 +390,8 @@ class RoundSearch:
         if start is None or start.total < target:
             # Missed: a job filling its servers may make the pooled optimum unreachable.
             target = min(target, full_server_bound(ctx) * (1 - TARGET_GAP))
+        if start is not None and start.total < target:
+            target = min(target, self._pattern_target(start))
         late: list[State] = []
         if start is None or start.total < target:
             start = run_late_routes(ctx, start, target, self.any_spreads, keep, self.errors, late)
@@ -420,6 +431,30 @@ class RoundSearch:
                 state = other
         return state
 
+    def _pattern_target(self, start: State) -> float:
+        """Where no job may spread (and the round is untyped), the pattern LP's bound
+        (:func:`.bounds.pattern_lp_bound`, kept in :attr:`pattern_bound`) less the proof
+        gap: a plan there is proven optimal, so the late routes and the search stop
+        there; ``inf`` elsewhere."""
+        ctx = self.ctx
+        if not PATTERN_BOUND or self.any_spreads:
+            return math.inf
+        if any(j.sensitivity_by_type for j in ctx.runnable):
+            return math.inf
+        parts = placements(ctx, start)
+        if parts is None:  # pragma: no cover - every state is checked to deploy
+            return math.inf
+        bound, cut = pattern_lp_bound(ctx.inst, ctx.runnable, parts, ctx.clock)
+        if cut:
+            ctx.time_stops.append("pattern bound")
+        if bound is None:
+            return math.inf
+        # never below a plan that deploys (the LP's round-off: 365.2999999999998)
+        bound = max(bound, start.total)
+        self.pattern_bound = bound
+        log.info("opt on %s: pattern bound %.6g", ctx.inst.name, bound)
+        return bound - EXACT_REL_GAP * max(1.0, abs(bound))
+
     def run(self, mechanism: str, upper: float | None) -> tuple[Allocation | None, list[str]]:
         """The search; the allocation (named ``mechanism``, ``upper`` its bound) or ``None``,
         and the routes' errors."""
@@ -435,6 +470,8 @@ class RoundSearch:
         if parts is None:  # pragma: no cover - every state is checked to deploy
             return None, [*self.errors, "best plan does not deploy (numerical trouble)"]
         ctx = self.ctx
+        if upper is not None and self.pattern_bound is not None:
+            upper = min(upper, self.pattern_bound)
         return build_allocation(
             ctx.inst, mechanism, parts, solver=ctx.options.solver, upper_bound=upper
         ), self.errors
