@@ -13,7 +13,9 @@ rule.  Every mechanism allocates it, and a seed is *bad* when any of these fails
 - ``opt`` is at least ``tune`` (unless its notes say why not), spreads at most 3 jobs per
   server, and at most ``--max-fragmented`` K (drawn per seed) jobs that fit whole on a
   server they may use, fallback or not;
-- no fair-share mechanism that schedules the same jobs beats a proven ``opt-exact``;
+- no fair-share mechanism that schedules the same jobs beats a proven ``opt-exact``, and
+  none's ``upper_bound`` is below it (a bound of those jobs' allocations that cuts off the
+  optimum: ``opt``'s pattern bound is checked here);
 - neither ``opt`` nor ``opt-exact`` fell back because its own answer failed the checker (the
   fallback is said in notes, so the rules above let it pass, yet it is a route's bug: fuzz
   seed 174's ``opt`` answer was refused for a bound it did not claim, TUNE's 0.54 returned
@@ -161,8 +163,16 @@ def violations(d: Drawn, exact_time_limit: float) -> list[str]:
         top = exact.total_throughput + 1e-4 * max(1.0, exact.total_throughput)
         for name in sorted(fair):
             a = out[name]
-            if {ja.id for ja in a.jobs} == ids and a.total_throughput > top:
+            if {ja.id for ja in a.jobs} != ids:
+                continue
+            if a.total_throughput > top:
                 bad.append(f"{name} {a.total_throughput:.6g} beats proven opt-exact {top:.6g}")
+            low = exact.total_throughput - 1e-4 * max(1.0, exact.total_throughput)
+            if a.upper_bound is not None and a.upper_bound < low:
+                bad.append(
+                    f"{name}'s bound {a.upper_bound:.6g} below proven opt-exact "
+                    f"{exact.total_throughput:.6g}"
+                )
     return bad
 
 

@@ -1,5 +1,5 @@
 """``bench/fuzz_rounds.py``: the random-round harness runs clean, and it does catch a broken
-promise (a mechanism whose answer is above its own bound)."""
+promise (a mechanism whose answer is above its own bound, a bound below the proven optimum)."""
 
 from __future__ import annotations
 
@@ -53,3 +53,31 @@ def test_a_broken_promise_is_reported(
     assert fz.main(["--seeds", "0:3", "--servers", "1:3", "--exact-time-limit", "20"]) == 1
     out = capsys.readouterr().out
     assert "tune total" in out and "above its bound" in out
+
+
+def test_a_bound_below_the_proven_optimum_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``opt`` whose ``upper_bound`` cuts below ``opt-exact``'s proven optimum (and, being
+    below its own total, above its bound too) is caught by the new check by name."""
+    fz = bench_module("fuzz_rounds")
+    real = fz.make_mechanism
+
+    def cutting(name: str, options: Any = None) -> Any:
+        mech = real(name, options)
+        if name != "opt":
+            return mech
+
+        class Cutting:
+            def allocate(self, inst: Any) -> Any:
+                a = mech.allocate(inst)
+                if a.upper_bound is None:
+                    return a
+                return dataclasses.replace(a, upper_bound=0.5 * a.total_throughput)
+
+        return Cutting()
+
+    monkeypatch.setattr(fz, "make_mechanism", cutting)
+    assert fz.main(["--seeds", "0:6", "--servers", "1:3", "--exact-time-limit", "20"]) == 1
+    out = capsys.readouterr().out
+    assert "opt's bound" in out and "below proven opt-exact" in out
