@@ -40,6 +40,11 @@ profiles, split 20/70/10):
    it ran typed rounds before 2026-12), with how often both reach the same total and
    ``opt``'s lowest total/bound.
 
+5. ``opt``'s pattern bound (``--tables 5``): on memory-scarce (128, 512 GPUs), CPU-scarce
+   and single-GPU rounds (128 GPUs), ``--repeats`` cold rounds each, ``opt`` with and
+   without the bound (``search.PATTERN_BOUND``) interleaved ``--passes`` times: CPU time,
+   rounds proven by their own bound, median bound/total, rounds with equal totals.
+
 ``--rounds 200`` is the full claim of issue 10 (hours); the default runs in a few minutes.
 """
 
@@ -50,6 +55,7 @@ import gc
 import hashlib
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -570,6 +576,96 @@ def bench_typed(seeds: int) -> None:
     )
 
 
+#: Table 5's cells (family, GPUs): rounds where no job may spread, the pattern bound's.
+PATTERN_CELLS: tuple[tuple[str, int], ...] = (
+    ("mem-scarce", 128),
+    ("mem-scarce", 512),
+    ("cpu-scarce", 128),
+    ("single-gpu", 128),
+)
+
+
+def _pattern_bound_on(opt: Opt, inst: RoundInstance, on: bool) -> Allocation:
+    """:func:`_cold` with ``opt``'s pattern bound (``search.PATTERN_BOUND``) on or off."""
+    from synergy_opt.mechanisms.opt import search
+
+    saved = search.PATTERN_BOUND
+    search.PATTERN_BOUND = on
+    try:
+        return _cold(opt, inst)
+    finally:
+        search.PATTERN_BOUND = saved
+
+
+def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
+    """Table 5: ``opt`` with and without its pattern bound, interleaved on the same cold
+    rounds (seeds 0..R-1), CPU time (each round's median over the passes); how many rounds
+    each proves (total within 1e-4 of its own bound), its median bound over its total, and
+    on how many both totals are equal."""
+    warm_up()
+    opt = Opt()
+    rows: list[list[object]] = []
+    for family, gpus in PATTERN_CELLS:
+        insts = [family_round(family, gpus, seed) for seed in range(repeats)]
+        cpu: dict[bool, list[list[float]]] = {on: [[] for _ in insts] for on in (True, False)}
+        last: dict[bool, list[Allocation]] = {True: [], False: []}
+        for p in range(passes):
+            for i, inst in enumerate(insts):
+                for on in (True, False):
+                    a, _, c = cpu_timed(lambda inst=inst, on=on: _pattern_bound_on(opt, inst, on))
+                    cpu[on][i].append(c)
+                    if p == 0:
+                        last[on].append(a)
+        med = {on: [statistics.median(v) for v in cpu[on]] for on in (True, False)}
+
+        def proven(a: Allocation) -> bool:
+            return a.upper_bound is not None and not a.notes and gap(a) <= PROVEN_GAP
+
+        def ratio(a: Allocation) -> float:
+            return (a.upper_bound or math.inf) / max(a.total_throughput, 1e-12)
+
+        same = sum(
+            abs(a.total_throughput - b.total_throughput) <= 1e-9 * max(1.0, b.total_throughput)
+            for a, b in zip(last[True], last[False], strict=True)
+        )
+        rows.append(
+            [
+                family,
+                gpus,
+                len(insts),
+                1000 * statistics.median(med[False]),
+                1000 * statistics.median(med[True]),
+                statistics.median(med[False]) / statistics.median(med[True]),
+                sum(med[False]) / sum(med[True]),
+                f"{sum(map(proven, last[False]))}/{len(insts)}",
+                f"{sum(map(proven, last[True]))}/{len(insts)}",
+                statistics.median(map(ratio, last[False])),
+                statistics.median(map(ratio, last[True])),
+                f"{same}/{len(insts)}",
+            ]
+        )
+    table(
+        f"5. opt's pattern bound, cold rounds, interleaved ({passes} passes; CPU ms, medians "
+        "over rounds of each round's median; 'proven' = total within 1e-4 of its own bound; "
+        "'bound/total' = median upper_bound over total; 'same' = rounds with equal totals)",
+        [
+            "family",
+            "GPUs",
+            "rounds",
+            "without ms",
+            "with ms",
+            "speedup",
+            "sum",
+            "proven without",
+            "proven with",
+            "bound/total without",
+            "bound/total with",
+            "same",
+        ],
+        rows,
+    )
+
+
 #: Table 3b's cells: (workload, servers of 8 GPUs, arrivals per hour: 1.5x the paper's 9
 #: single-GPU and 4 multi-GPU jobs per hour per 128 GPUs).
 SIM_CELLS: tuple[tuple[str, int, float], ...] = (
@@ -714,7 +810,7 @@ def main() -> int:
         type=float,
         help="table 2: solve a round the exact model left unproven once more with this limit",
     )
-    ap.add_argument("--tables", default="1,2,3,3b,4", help="which tables, e.g. 1,3,3b")
+    ap.add_argument("--tables", default="1,2,3,3b,4,5", help="which tables, e.g. 1,3,3b")
     ap.add_argument("--quick", action="store_true", help="one seed, two rounds, two repeats")
     ap.add_argument(
         "--sizes", default="32,64,96,128", help="table 2: GPU counts the rounds cycle through"
@@ -777,6 +873,8 @@ def main() -> int:
         bench_sim_rounds(args.sim_rounds, args.warmup)
     if "4" in wanted:
         bench_typed(args.typed_seeds)
+    if "5" in wanted:
+        bench_pattern_bound(args.repeats, args.passes)
     return 0
 
 

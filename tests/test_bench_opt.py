@@ -160,3 +160,22 @@ def test_table_3_refuses_zero_passes(
         bench.main()
     assert e.value.code == 2
     assert "--passes" in capsys.readouterr().err
+
+
+def test_table_5_compares_opt_with_and_without_its_pattern_bound(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One memory-scarce 32-GPU round: both answers the same total, the bound proving it
+    only with the pattern bound, and the switch restored afterwards."""
+    from synergy_opt.mechanisms.opt import search
+
+    bench = bench_module("bench_opt")
+    monkeypatch.setattr(bench, "PATTERN_CELLS", (("mem-scarce", 32),))
+    bench.bench_pattern_bound(1, 1)
+    assert search.PATTERN_BOUND is True
+    (row,) = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln.startswith("mem-")]
+    # family GPUs rounds without with speedup sum proven-without proven-with b/t b/t same
+    assert row[:3] == ["mem-scarce", "32", "1"]
+    assert row[7:9] == ["0/1", "1/1"]
+    assert float(row[9]) > 1.1 and float(row[10]) == pytest.approx(1.0, abs=1e-3)
+    assert row[11] == "1/1"
