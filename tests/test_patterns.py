@@ -134,12 +134,7 @@ def test_bound_valid_when_stopped_early() -> None:
     round of pricing still gives a bound >= the optimum (or none)."""
     _, data = _data("split-penalty", 32, 1)
     plain = _optimum(counting_fast.build_counting_matrix(data).matrix)
-    old = patterns_fast.MAX_ITERATIONS
-    try:
-        patterns_fast.MAX_ITERATIONS = 1
-        pb = patterns_fast.pattern_bound(data)
-    finally:
-        patterns_fast.MAX_ITERATIONS = old
+    pb = patterns_fast.pattern_bound(data, max_iterations=1)
     assert pb.iterations == 1 and not pb.converged
     assert pb.bound is not None and pb.bound >= plain - TOL
     strong = patterns_fast.strengthened_counting(data, pb.cuts)
