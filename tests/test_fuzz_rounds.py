@@ -31,25 +31,34 @@ def test_the_draws_cover_what_they_claim() -> None:
     assert any(d.max_fragmented == 0 for d in drawn)
 
 
+def _altered(monkeypatch: pytest.MonkeyPatch, fz: Any, name: str, alter: Any) -> None:
+    """Make the harness's ``name`` mechanism return ``alter(allocation)`` instead."""
+    real = fz.make_mechanism
+
+    def make(mech_name: str, options: Any = None) -> Any:
+        mech = real(mech_name, options)
+        if mech_name != name:
+            return mech
+
+        class Altered:
+            def allocate(self, inst: Any) -> Any:
+                return alter(mech.allocate(inst))
+
+        return Altered()
+
+    monkeypatch.setattr(fz, "make_mechanism", make)
+
+
 def test_a_broken_promise_is_reported(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fz = bench_module("fuzz_rounds")
-    real = fz.make_mechanism
-
-    def lying(name: str, options: Any = None) -> Any:
-        mech = real(name, options)
-        if name != "tune":
-            return mech
-
-        class Lying:
-            def allocate(self, inst: Any) -> Any:
-                a = mech.allocate(inst)
-                return dataclasses.replace(a, upper_bound=a.total_throughput - 0.5)
-
-        return Lying()
-
-    monkeypatch.setattr(fz, "make_mechanism", lying)
+    _altered(
+        monkeypatch,
+        fz,
+        "tune",
+        lambda a: dataclasses.replace(a, upper_bound=a.total_throughput - 0.5),
+    )
     assert fz.main(["--seeds", "0:3", "--servers", "1:3", "--exact-time-limit", "20"]) == 1
     out = capsys.readouterr().out
     assert "tune total" in out and "above its bound" in out
@@ -61,23 +70,13 @@ def test_a_bound_below_the_proven_optimum_is_reported(
     """An ``opt`` whose ``upper_bound`` cuts below ``opt-exact``'s proven optimum (and, being
     below its own total, above its bound too) is caught by the new check by name."""
     fz = bench_module("fuzz_rounds")
-    real = fz.make_mechanism
 
-    def cutting(name: str, options: Any = None) -> Any:
-        mech = real(name, options)
-        if name != "opt":
-            return mech
+    def cut(a: Any) -> Any:
+        if a.upper_bound is None:
+            return a
+        return dataclasses.replace(a, upper_bound=0.5 * a.total_throughput)
 
-        class Cutting:
-            def allocate(self, inst: Any) -> Any:
-                a = mech.allocate(inst)
-                if a.upper_bound is None:
-                    return a
-                return dataclasses.replace(a, upper_bound=0.5 * a.total_throughput)
-
-        return Cutting()
-
-    monkeypatch.setattr(fz, "make_mechanism", cutting)
+    _altered(monkeypatch, fz, "opt", cut)
     assert fz.main(["--seeds", "0:6", "--servers", "1:3", "--exact-time-limit", "20"]) == 1
     out = capsys.readouterr().out
     assert "opt's bound" in out and "below proven opt-exact" in out
