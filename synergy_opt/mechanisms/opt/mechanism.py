@@ -353,10 +353,11 @@ class Opt:
             return tune_fallback(
                 inst, tune, self.name, solver, upper, notes, t0, runnable=runnable, level=level
             )
-        if upper is not None and mine.total_throughput < upper - 1e-9 * max(1.0, upper):
-            # mine's bound: upper, or the search's pattern bound where that is smaller
-            assert mine.upper_bound is not None
-            upper = min(self._tighter_bound(ctx, mine.upper_bound), full_server_bound(ctx))
+        # mine's bound: upper, or the search's pattern bound where that is smaller (and
+        # then often mine's total: no other bound is sought)
+        bound = mine.upper_bound
+        if bound is not None and mine.total_throughput < bound - 1e-9 * max(1.0, bound):
+            upper = min(self._tighter_bound(ctx, bound), full_server_bound(ctx))
             mine = dataclasses.replace(mine, upper_bound=upper)
         # TUNE is not run where the super-machine's optimum also bounds allocations of
         # part of the set (TUNE's may be one) and the answer reaches it
