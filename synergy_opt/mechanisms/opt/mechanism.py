@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from synergy_opt.deadline import Child, warm_up
+from synergy_opt.deadline import warm_up
 from synergy_opt.formulations.fast import SplitKnapsackModel, class_key
 from synergy_opt.formulations.typed_fast import is_typed_round
 from synergy_opt.matrix import MatrixModel
@@ -342,7 +342,7 @@ class Opt:
         # the pattern dive runs beside the routes from the start (:mod:`.pattern_dive`)
         dive = start_dive(ctx)
         try:
-            mine, errors = self._round(ctx, upper, self._kept(ctx), dive)
+            mine, errors = RoundSearch(ctx, self._kept(ctx), dive).run(self.name, upper)
         finally:
             if dive is not None:
                 dive.kill()
@@ -431,14 +431,3 @@ class Opt:
             clock=clock,
             routes_off=self.routes_off,
         )
-
-    def _round(
-        self,
-        ctx: RoundContext,
-        upper: float | None,
-        kept: GpuPlan | None = None,
-        dive: Child | None = None,
-    ) -> tuple[Allocation | None, list[str]]:
-        """The round's search (:class:`.search.RoundSearch`): the allocation or ``None``,
-        and the routes' errors."""
-        return RoundSearch(ctx, kept, dive).run(self.name, upper)
