@@ -14,7 +14,8 @@ leaf's reach MIP and packings after a short search), ``DIVE_FLOW`` (the root div
 leaf's arc flow), ``DEFER_RESTART`` (each incumbent restarts that wait),
 ``EAGER_POINTS`` (a node whose LP fixes every point packed at once), ``FLOW_LATE`` (a
 stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
-``PACK_POINTS`` (a leaf packed at its LP's points).
+``PACK_POINTS`` (a leaf packed at its LP's points); and ``SHARE_CAP``, the arc flow's
+(pf9) cut (``formulations/packing_flow.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -33,36 +35,40 @@ from bench_opt import seed_list, table  # noqa: E402
 
 from synergy_opt.argtypes import positive_float, positive_int  # noqa: E402
 from synergy_opt.formulations import branch_price as bp  # noqa: E402
+from synergy_opt.formulations import packing_flow as pf  # noqa: E402
 from synergy_opt.formulations.branch_price import BranchResult  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
 from synergy_opt.mechanisms import make_mechanism  # noqa: E402
 from synergy_opt.mechanisms.packing import select_runnable  # noqa: E402
 from synergy_opt.types import Job, PlacementPart, RoundInstance  # noqa: E402
 
-#: Branch-and-price's steps that can be switched off (booleans of ``branch_price``).
-SWITCHES: tuple[str, ...] = (
-    "DEFER_DIVE",
-    "DEFER_PLAIN",
-    "DEFER_RESTART",
-    "DIVE_FLOW",
-    "EAGER_POINTS",
-    "FLOW_LATE",
-    "FLOW_REFUTE",
-    "PACK_POINTS",
-)
+#: Branch-and-price's steps that can be switched off: booleans of ``branch_price``, and
+#: the arc flow's (pf9) cut (``packing_flow.SHARE_CAP``), which its leaf refutations solve.
+SWITCHES: dict[str, ModuleType] = {
+    "DEFER_DIVE": bp,
+    "DEFER_PLAIN": bp,
+    "DEFER_RESTART": bp,
+    "DIVE_FLOW": bp,
+    "EAGER_POINTS": bp,
+    "FLOW_LATE": bp,
+    "FLOW_REFUTE": bp,
+    "PACK_POINTS": bp,
+    "SHARE_CAP": pf,
+}
 #: Two proven answers agree within this (relative): the search's proof tolerance.
 SAME_TOL: float = 1e-4
 
 
 @contextmanager
 def _switched(name: str, on: bool) -> Iterator[None]:
-    """``branch_price.<name>`` set to ``on`` for the block, restored after it."""
-    before = getattr(bp, name)
-    setattr(bp, name, on)
+    """The switch ``name`` set to ``on`` in its module for the block, restored after it."""
+    module = SWITCHES[name]
+    before = getattr(module, name)
+    setattr(module, name, on)
     try:
         yield
     finally:
-        setattr(bp, name, before)
+        setattr(module, name, before)
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, choices=(32, 64, 96, 128), default=128)
     ap.add_argument("--seeds", type=seed_list, default=[9])
     ap.add_argument("--time-limit", type=positive_float, default=30.0)
-    ap.add_argument("--switch", choices=SWITCHES, default="DIVE_FLOW")
+    ap.add_argument("--switch", choices=sorted(SWITCHES), default="DIVE_FLOW")
     ap.add_argument("--repeat", type=positive_int, default=1)
     ap.add_argument("--quick", action="store_true", help="32 GPUs, seed 3, 20 s")
     args = ap.parse_args(argv)

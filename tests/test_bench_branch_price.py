@@ -47,12 +47,28 @@ def test_proven_answers_that_differ_are_flagged(
     assert "proven answers that differ: 4" in capsys.readouterr().out
 
 
-def test_the_switch_is_restored_after_the_runs() -> None:
+@pytest.mark.parametrize(("name", "module"), [("DIVE_FLOW", "bp"), ("SHARE_CAP", "pf")])
+def test_the_switch_is_restored_after_the_runs(name: str, module: str) -> None:
+    """Each switch is set in its own module (the arc flow's cut in ``packing_flow``)."""
     bench = bench_module("bench_branch_price")
-    before = bench.bp.DIVE_FLOW
-    with bench._switched("DIVE_FLOW", not before):
-        assert bench.bp.DIVE_FLOW is (not before)
-    assert bench.bp.DIVE_FLOW is before
+    where = getattr(bench, module)
+    before = getattr(where, name)
+    with bench._switched(name, not before):
+        assert getattr(where, name) is (not before)
+    assert getattr(where, name) is before
+
+
+def test_share_cap_switch_drops_the_cut_rows() -> None:
+    """Off, the arc flow is built without (pf9): what the switch measures is that cut."""
+    bench = bench_module("bench_branch_price")
+    from tests.test_packing_flow import _pouring_case
+
+    fg = bench.pf.flow_graph(_pouring_case())
+    assert fg is not None
+    for on in (True, False):
+        with bench._switched("SHARE_CAP", on):
+            rows = bench.pf.build_packing_flow_matrix(fg).row_names
+        assert any(r.startswith("pf9_share_cap") for r in rows) is on
 
 
 @pytest.mark.parametrize(

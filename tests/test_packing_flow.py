@@ -4,12 +4,14 @@ packings that do not, and sees whole servers where the pattern LP does not."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 import re
 from typing import Any
 
+import numpy as np
 import pyomo.environ as pyo
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +31,7 @@ from synergy_opt.formulations.packing_flow import (
 )
 from synergy_opt.formulations.packing_lp import refute_packing
 from synergy_opt.generate import family_round
+from synergy_opt.matrix import MatrixModel
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
@@ -156,6 +159,53 @@ def test_parts_of_a_spread_job_share_what_whole_jobs_leave() -> None:
     alone = PackingData((), (SpreadJob(sp, 8, 1.0, (0,)),), servers[:1])
     assert refute_by_flow(alone, 10.0).refuted
     assert refute_by_flow(alone, 10.0, one_server=True).status == FLOWS
+
+
+def _relaxed(mm: MatrixModel, *, without: str = "") -> TerminationStatus:
+    """The LP relaxation's status, rows named ``without...`` dropped."""
+    dropped = [bool(without) and n.startswith(without) for n in mm.row_names]
+    upper = np.where(dropped, np.inf, mm.row_upper)
+    lp = dataclasses.replace(mm, integer=np.zeros_like(mm.integer), row_upper=upper)
+    return solve_matrix(lp).status
+
+
+def _pouring_case() -> PackingData:
+    """Four servers of 4 GPUs and 4 cores; two 2-GPU jobs of 4 cores leave two servers
+    2 GPUs and no core, two 3-GPU jobs of 1 core leave two 1 GPU and 3 cores.  A spread
+    job of 3 GPUs and 4 cores needs both 3-core servers' GPUs, so a 2-GPU spread job of 2
+    cores has none next to a core: no packing."""
+    return PackingData(
+        (
+            WholeGroup(tuple(_job(f"a{i}", 2) for i in range(2)), 2, 4, 0.0, (0, 1, 2, 3)),
+            WholeGroup(tuple(_job(f"b{i}", 3) for i in range(2)), 3, 1, 0.0, (0, 1, 2, 3)),
+        ),
+        (
+            SpreadJob(_job("s0", 3), 4, 0.0, (0, 1, 2, 3)),
+            SpreadJob(_job("s1", 2), 2, 0.0, (0, 1, 2, 3)),
+        ),
+        ((4, 4, 100.0),) * 4,
+    )
+
+
+def test_share_cap_cuts_off_an_end_pouring_its_cores_into_one_job() -> None:
+    """The LP without (pf9) gives a fraction of an end all 3 cores for the 2-core job
+    (:func:`_pouring_case`); with (pf9) the LP alone refutes it, as does CP-SAT."""
+    data = _pouring_case()
+    fg = flow_graph(data)
+    assert fg is not None
+    mm = build_packing_flow_matrix(fg)
+    assert any(n.startswith("pf9_share_cap") for n in mm.row_names)
+    assert _relaxed(mm, without="pf9") is TerminationStatus.OPTIMAL
+    assert _relaxed(mm) is TerminationStatus.INFEASIBLE
+    ref = packing.build_packing_flow(fg)
+    ref.pf9_share_cap.deactivate()
+    relax = pyo.TransformationFactory("core.relax_integer_vars")
+    relax.apply_to(ref)
+    assert solve_pyomo(ref).status is TerminationStatus.OPTIMAL
+    ref.pf9_share_cap.activate()
+    assert solve_pyomo(ref).status is TerminationStatus.INFEASIBLE
+    assert refute_by_flow(data, 10.0).refuted
+    assert solve_packing(data, deterministic_s=5.0).status is TerminationStatus.INFEASIBLE
 
 
 def test_refutes_the_stalled_leaf_of_seed_9_which_the_pattern_lp_cannot() -> None:

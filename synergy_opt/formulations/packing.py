@@ -217,7 +217,7 @@ def build_packing_lp(lst: PatternListing) -> pyo.ConcreteModel:
 
 
 def build_packing_flow(fg: FlowGraph) -> pyo.ConcreteModel:
-    """(pf1)-(pf8) of ``formulations/packing_flow.md`` over ``fg``'s graph (Pyomo): a
+    """(pf1)-(pf9) of ``formulations/packing_flow.md`` over ``fg``'s graph (Pyomo): a
     feasibility model, its objective a constant 0."""
     m = pyo.ConcreteModel(name="packing_flow")
     take = [(k, i) for k, fc in enumerate(fg.classes) for i in range(len(fc.take))]
@@ -305,5 +305,16 @@ def build_packing_flow(fg: FlowGraph) -> pyo.ConcreteModel:
         (_, v), parts = fg.classes[k].ends[e]
         room = fg.classes[k].cpus - v
         return pyo.quicksum(m.share[k, e, j] for j, _ in parts) <= room * m.end[k, e]
+
+    # only where it cuts: with c_j >= the end's room, (pf6) implies it
+    capped = [
+        (k, e, j)
+        for k, e, j in shares
+        if fg.spread[j][1] < fg.classes[k].cpus - fg.classes[k].ends[e][0][1]
+    ]
+
+    @m.Constraint(capped)
+    def pf9_share_cap(m: pyo.ConcreteModel, k: int, e: int, j: int) -> Any:
+        return m.share[k, e, j] <= fg.spread[j][1] * m.end[k, e]
 
     return m

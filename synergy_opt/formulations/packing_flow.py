@@ -35,6 +35,10 @@ MAX_FLOW_COLS: int = 60_000
 #: root LP with its cuts is what settles them.
 FLOW_HIGHS_OPTIONS: dict[str, bool | int | float | str] = {"presolve": "off"}
 
+#: Write (pf9), the cap on what one end gives one spread job.  Off only to measure it
+#: (``bench/bench_branch_price.py --switch SHARE_CAP``); the Pyomo reference always has it.
+SHARE_CAP: bool = True
+
 #: Verdicts (:attr:`FlowVerdict.status`).
 REFUTED = "refuted"
 FLOWS = "flows"  # an integral flow exists: the relaxation packs, which proves nothing
@@ -237,7 +241,7 @@ def _node(k: int, t: int, st: State) -> str:
 
 
 def build_packing_flow_matrix(fg: FlowGraph) -> MatrixModel:
-    """(pf1)-(pf8) of ``formulations/packing_flow.md`` as a feasibility MIP (no objective):
+    """(pf1)-(pf9) of ``formulations/packing_flow.md`` as a feasibility MIP (no objective):
     columns ``take``, ``skip``, ``end`` and ``share`` class by class; rows named as there."""
     names: list[str] = []
     row_of: dict[str, int] = {}
@@ -304,19 +308,25 @@ def build_packing_flow_matrix(fg: FlowGraph) -> MatrixModel:
         for e, (st, parts) in enumerate(fc.ends):
             entries = [(flow(last, st), 1.0)]
             entries += [(row_of[f"pf4_spread_gpus[{j}]"], float(a)) for j, a in parts]
+            room = fc.cpus - st[1]
             if parts:
                 share = row(f"pf6_leftover_cpus[{k},{e}]", -inf, 0.0)
-                entries.append((share, -float(fc.cpus - st[1])))
+                entries.append((share, -float(room)))
+            # (pf9) only where it cuts: with c_j >= room, (pf6) implies it
+            capped = [j for j, _ in parts if SHARE_CAP and fg.spread[j][1] < room]
+            entries += [
+                (row(f"pf9_share_cap[{k},{e},{j}]", -inf, 0.0), -float(fg.spread[j][1]))
+                for j in capped
+            ]
             column(entries, True, n)
             for j, _ in parts:
-                column(
-                    [
-                        (row_of[f"pf6_leftover_cpus[{k},{e}]"], 1.0),
-                        (row_of[f"pf5_spread_cpus[{j}]"], 1.0),
-                    ],
-                    False,
-                    inf,
-                )
+                got = [
+                    (row_of[f"pf6_leftover_cpus[{k},{e}]"], 1.0),
+                    (row_of[f"pf5_spread_cpus[{j}]"], 1.0),
+                ]
+                if j in capped:
+                    got.append((row_of[f"pf9_share_cap[{k},{e},{j}]"], 1.0))
+                column(got, False, inf)
     ncol = len(integer)
     return triplet_model(
         rows,
