@@ -25,15 +25,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_opt import seed_list, table  # noqa: E402
+from bench_opt import seed_list, switched, table  # noqa: E402
 
 from synergy_opt.argtypes import positive_float, positive_int  # noqa: E402
 from synergy_opt.formulations import branch_price as bp  # noqa: E402
@@ -63,16 +62,9 @@ WARM_UP_S: float = 5.0
 SAME_TOL: float = 1e-4
 
 
-@contextmanager
-def _switched(name: str, on: bool) -> Iterator[None]:
+def _switched(name: str, on: bool) -> AbstractContextManager[None]:
     """The switch ``name`` set to ``on`` in its module for the block, restored after it."""
-    module = SWITCHES[name]
-    before = getattr(module, name)
-    setattr(module, name, on)
-    try:
-        yield
-    finally:
-        setattr(module, name, before)
+    return switched(SWITCHES[name], name, on)
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
 from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_opt import PROVEN_GAP, gap, seed_list, table, timed  # noqa: E402
+from bench_opt import PROVEN_GAP, gap, seed_list, switched, table, timed  # noqa: E402
 
 from synergy_opt.argtypes import positive_float  # noqa: E402
 from synergy_opt.formulations import patterns_fast  # noqa: E402
@@ -70,16 +69,9 @@ def mixed_split_round(gpus: int, seed: int) -> RoundInstance:
 SWITCHES: dict[str, ModuleType] = {"SPLIT_MASTER": patterns_fast, "FLOOR_PAIR": opt_exact}
 
 
-@contextmanager
-def _switched(name: str, on: bool) -> Iterator[None]:
+def _switched(name: str, on: bool) -> AbstractContextManager[None]:
     """Switch ``name`` (:data:`SWITCHES`) set to ``on`` for the block, restored after it."""
-    module = SWITCHES[name]
-    before = getattr(module, name)
-    setattr(module, name, on)
-    try:
-        yield
-    finally:
-        setattr(module, name, before)
+    return switched(SWITCHES[name], name, on)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,9 +60,11 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from synergy_opt.generate import FAMILIES, family_round
@@ -369,20 +371,31 @@ def warm_up() -> None:
     gc.collect()
 
 
-def _cold(opt: Opt, inst: RoundInstance, *, repair: bool = True) -> Allocation:
+@contextmanager
+def switched(module: ModuleType, name: str, value: object) -> Iterator[None]:
+    """``module.<name>`` (a switch of the code under measurement) set to ``value`` for the
+    block, restored after it: the benches' one way to run the same code with a step off."""
+    before = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, before)
+
+
+def _cold(
+    opt: Opt, inst: RoundInstance, *, repair: bool = True, pattern_bound: bool = True
+) -> Allocation:
     """``opt`` on ``inst`` as a cold round: its remembered rounds and warm start forgotten
     (the same bytes as a fresh ``opt``), its pure memos kept, as ``tune``'s are across the
     table's rounds.  ``repair=False`` turns the swap repair (``mechanisms/opt/repair.py``)
-    off: the same code otherwise, so the two columns differ by that fast path alone."""
+    off, ``pattern_bound=False`` the pattern bound (``search.PATTERN_BOUND``): the same
+    code otherwise, so two columns differ by that step alone."""
     from synergy_opt.mechanisms.opt import search
 
     opt.forget_rounds()
-    saved = search.REPAIR
-    search.REPAIR = repair
-    try:
+    with switched(search, "REPAIR", repair), switched(search, "PATTERN_BOUND", pattern_bound):
         return opt.allocate(inst)
-    finally:
-        search.REPAIR = saved
 
 
 def _time_cells(tune_s: float, opt_s: float, tune_cpu: float, opt_cpu: float) -> list[float]:
@@ -509,12 +522,8 @@ def _opt_plain_always(inst: RoundInstance) -> Allocation:
     """``opt`` as it ran typed rounds before 2026-12: the plain pass on every round."""
     from synergy_opt.mechanisms.opt import mechanism
 
-    saved = mechanism.PLAIN_PASS_ALWAYS
-    mechanism.PLAIN_PASS_ALWAYS = True
-    try:
+    with switched(mechanism, "PLAIN_PASS_ALWAYS", True):
         return Opt().allocate(inst)
-    finally:
-        mechanism.PLAIN_PASS_ALWAYS = saved
 
 
 def bench_typed(seeds: int) -> None:
@@ -585,16 +594,9 @@ PATTERN_CELLS: tuple[tuple[str, int], ...] = (
 )
 
 
-def _pattern_bound_on(opt: Opt, inst: RoundInstance, on: bool) -> Allocation:
-    """:func:`_cold` with ``opt``'s pattern bound (``search.PATTERN_BOUND``) on or off."""
-    from synergy_opt.mechanisms.opt import search
-
-    saved = search.PATTERN_BOUND
-    search.PATTERN_BOUND = on
-    try:
-        return _cold(opt, inst)
-    finally:
-        search.PATTERN_BOUND = saved
+def _bound_over_total(a: Allocation) -> float:
+    """``upper_bound`` over the total (inf without a bound): table 5's tightness column."""
+    return (a.upper_bound or math.inf) / max(a.total_throughput, 1e-12)
 
 
 def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
@@ -613,18 +615,11 @@ def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
         for p in range(passes):
             for i, inst in enumerate(insts):
                 for on in (True, False) if (p + i) % 2 == 0 else (False, True):  # either first
-                    a, _, c = cpu_timed(lambda inst=inst, on=on: _pattern_bound_on(opt, inst, on))
+                    a, _, c = cpu_timed(lambda inst=inst, on=on: _cold(opt, inst, pattern_bound=on))
                     cpu[on][i].append(c)
                     if p == 0:
                         last[on].append(a)
         med = {on: [statistics.median(v) for v in cpu[on]] for on in (True, False)}
-
-        def proven(a: Allocation) -> bool:
-            return a.upper_bound is not None and not a.notes and gap(a) <= PROVEN_GAP
-
-        def ratio(a: Allocation) -> float:
-            return (a.upper_bound or math.inf) / max(a.total_throughput, 1e-12)
-
         same = sum(
             abs(a.total_throughput - b.total_throughput) <= 1e-9 * max(1.0, b.total_throughput)
             for a, b in zip(last[True], last[False], strict=True)
@@ -640,8 +635,8 @@ def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
                 sum(med[False]) / sum(med[True]),
                 f"{sum(map(proven, last[False]))}/{len(insts)}",
                 f"{sum(map(proven, last[True]))}/{len(insts)}",
-                statistics.median(map(ratio, last[False])),
-                statistics.median(map(ratio, last[True])),
+                statistics.median(map(_bound_over_total, last[False])),
+                statistics.median(map(_bound_over_total, last[True])),
                 f"{same}/{len(insts)}",
             ]
         )
