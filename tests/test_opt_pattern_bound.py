@@ -16,11 +16,14 @@ import numpy as np
 import pytest
 
 from synergy_opt.check import check_allocation
-from synergy_opt.generate import family_round
+from synergy_opt.formulations.patterns_fast import round_bound
+from synergy_opt.generate import GenerateSpec, family_round, generate_instance
 from synergy_opt.io import allocation_to_dict
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
-from synergy_opt.mechanisms.opt import search
+from synergy_opt.mechanisms.opt import Opt, search
 from synergy_opt.mechanisms.opt.bounds import pattern_lp_bound
+from synergy_opt.mechanisms.opt_exact import EXACT_ROUTES_OFF
+from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.profiles import shipped_profiles
 from synergy_opt.types import Allocation, Cluster, Job, RoundInstance, Server
 from tests.test_exact import issue_mem_scarce_round
@@ -28,6 +31,11 @@ from tests.test_exact import issue_mem_scarce_round
 ABS_TOL = 1e-6
 #: ``opt-exact``'s proof gap (relative).
 PROOF_GAP = 1e-4
+#: Random split-penalty rounds tried, and how many of them must compute the bound (14 of
+#: seeds 0-79 do; on so few servers the counting LP's bound, sought after the search, is
+#: mostly the smaller one, so these check validity; seed 1 at 64 GPUs checks the gain).
+SPLIT_SEEDS = 80
+SPLIT_MIN_USED = 10
 
 
 def _opt(inst: RoundInstance) -> Allocation:
@@ -160,10 +168,115 @@ def test_the_pattern_bound_never_cuts_below_the_optimum(monkeypatch: pytest.Monk
     assert proven_by_it >= 5, proven_by_it
 
 
-def test_rounds_where_jobs_may_spread_do_not_compute_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pattern LP is loose where jobs spread (a whole job sits fractionally on several
-    servers): there the search keeps its targets and pays nothing for it."""
+def test_free_spreads_and_large_split_rounds_do_not_compute_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where jobs spread for free (the multi-GPU mix) the pattern LP is loose and the
+    routes meet the pooled bound; above :data:`.bounds.PATTERN_SPREAD_MAX_SERVERS` servers
+    a split-penalty round's LP takes seconds to tens of seconds and never came below the
+    super-machine: there the search keeps its targets and pays nothing for it."""
     calls = _counting(monkeypatch)
-    _opt(family_round("split-penalty", 64, 3))
     _opt(family_round("multi-gpu", 128, 7))
     assert calls == []
+    inst = family_round("split-penalty", 64, 1)
+    monkeypatch.setattr(search, "PATTERN_SPREAD_MAX_SERVERS", len(inst.cluster.servers) - 1)
+    _opt(inst)
+    assert calls == []
+    monkeypatch.setattr(search, "PATTERN_SPREAD_MAX_SERVERS", len(inst.cluster.servers))
+    _opt(inst)
+    assert len(calls) == 1
+    # opt-exact's branch-and-price computes it at its root: its opt leaves it out
+    assert search.SPREAD_PATTERN_BOUND in EXACT_ROUTES_OFF
+    Opt(routes_off=EXACT_ROUTES_OFF).allocate(inst)
+    assert len(calls) == 1
+
+
+def test_a_split_penalty_round_reports_the_pattern_bound_where_smaller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 64 GPUs seed 1: the split-aware super-machine says 25.952, the
+    pattern LP with its spread slots 25.81; the answer (the proven optimum 25.5474) and the
+    allocation stay as they were, only the bound comes down, and not below the optimum."""
+    inst = family_round("split-penalty", 64, 1)
+    calls = _counting(monkeypatch)
+    got = _opt(inst)
+    assert len(calls) == 1 and calls[0] is not None
+    with monkeypatch.context() as m:
+        m.setattr(search, "PATTERN_SPREAD_BOUND", False)
+        before = _opt(inst)
+    assert before.upper_bound == pytest.approx(25.952, abs=1e-3)
+    assert got.upper_bound is not None
+    assert got.upper_bound == pytest.approx(calls[0], abs=ABS_TOL)
+    assert got.upper_bound < before.upper_bound - 0.1
+    a, b = allocation_to_dict(got), allocation_to_dict(before)
+    for d in (a, b):
+        d.pop("upper_bound"), d.pop("solve_seconds")
+    assert a == b
+    exact = _exact(inst)
+    assert _proven(exact)
+    assert got.upper_bound >= exact.total_throughput - ABS_TOL
+    assert got.total_throughput == pytest.approx(exact.total_throughput, rel=PROOF_GAP)
+
+
+def test_the_ceiling_gives_up_only_where_the_bound_cannot_come_below_it() -> None:
+    """Split penalties 64 GPUs seed 0: the pattern LP converges to 33.78, above the
+    super-machine's 33.475 (the optimum).  With that as its ceiling, column generation stops
+    as soon as its restricted master passes it, and whatever bound it gives is at or above
+    the converged one (the restricted master never exceeds the full master's LP)."""
+    inst = family_round("split-penalty", 64, 0)
+    runnable = select_runnable(inst)
+    start = {ja.id: ja.placement for ja in _opt(inst).jobs}
+    full = round_bound(inst, runnable, warm_start=[start], max_iterations=150)
+    assert full is not None and full[0].converged and full[0].bound is not None
+    ceiling = 33.475
+    assert full[0].bound > ceiling + 0.1
+    cut = round_bound(inst, runnable, warm_start=[start], max_iterations=150, ceiling=ceiling)
+    assert cut is not None and not cut[0].converged
+    assert cut[0].iterations < full[0].iterations
+    assert cut[0].master_value is not None and cut[0].master_value >= ceiling
+    assert cut[0].bound is None or cut[0].bound >= full[0].bound - ABS_TOL
+    # a ceiling above the converged bound changes nothing
+    high = round_bound(inst, runnable, warm_start=[start], max_iterations=150, ceiling=40.0)
+    assert high is not None and high[0].bound == full[0].bound
+    assert high[0].iterations == full[0].iterations
+
+
+def _split_round(seed: int) -> RoundInstance:
+    """2-3 servers of 4 GPUs with few cores, jobs of 1-4 GPUs at split penalties of 0.6-0.95:
+    rounds where spreading a job may or may not pay."""
+    rng = np.random.default_rng(seed)
+    cores = int(rng.integers(6, 17))
+    spec = GenerateSpec(
+        gpu_load=1.0,
+        gpu_mix=((1, 0.4), (2, 0.35), (4, 0.25)),
+        seed=seed,
+        name=f"split-{seed}",
+        server_shapes=((int(rng.integers(2, 4)), 4, cores, float(rng.integers(60, 250))),),
+        split_penalty=(0.6, 0.95),
+    )
+    return generate_instance(spec)
+
+
+def test_split_penalty_pattern_bounds_never_cut_below_the_optimum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On random small split-penalty rounds: wherever the search computed a pattern bound,
+    ``opt``'s ``upper_bound`` is at or above ``opt-exact``'s proven optimum and ``opt``'s
+    own total, and its answer passes the checker."""
+    calls = _counting(monkeypatch)
+    used = 0
+    for seed in range(SPLIT_SEEDS):
+        inst = _split_round(seed)
+        calls.clear()
+        got = _opt(inst)
+        if not calls or calls[0] is None:
+            continue
+        used += 1
+        assert got.upper_bound is not None
+        assert got.total_throughput <= got.upper_bound + ABS_TOL, seed
+        assert check_allocation(inst, got, fair_share=True) == [], seed
+        exact = _exact(inst)
+        if _proven(exact):
+            assert got.upper_bound >= exact.total_throughput - ABS_TOL, seed
+            assert calls[0] >= exact.total_throughput - ABS_TOL, seed
+    assert used >= SPLIT_MIN_USED, used

@@ -482,11 +482,15 @@ def pattern_bound(
     target: float | None = None,
     cm: CountingMatrix | None = None,
     max_iterations: int = MAX_ITERATIONS,
+    ceiling: float | None = None,
 ) -> PatternBound:
     """Column generation over server patterns; stops when no pattern prices out, when the
     bound reaches ``target`` (a known allocation's value: then it is proven optimal), at
-    ``time_limit`` or after ``max_iterations`` rounds of pricing (the bound is valid
-    wherever it stops).  ``seeds``: counting-model solutions whose servers start the master.
+    ``time_limit``, after ``max_iterations`` rounds of pricing, or once the restricted
+    master's value reaches ``ceiling`` (a bound known otherwise: the master over every
+    pattern, and so every bound this could still give, is at least that value; split
+    penalties 128 GPUs seed 0 stops after 12 of 36 rounds there).  The bound is valid
+    wherever it stops.  ``seeds``: counting-model solutions whose servers start the master.
     """
     t0 = time.perf_counter()
     cm = cm or build_counting_matrix(data)
@@ -508,6 +512,9 @@ def pattern_bound(
         if solved is None:
             break
         master_value, duals = solved
+        if ceiling is not None and master_value >= ceiling + 1e-9 * max(1.0, abs(ceiling)):
+            log.debug("patterns: master %s at or above the ceiling %s", master_value, ceiling)
+            break
         prices = _prices(data, names, duals)
         bound = master_value
         added = 0
@@ -682,9 +689,11 @@ def round_bound(
     time_limit: float | None = None,
     warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
     max_iterations: int = MAX_ITERATIONS,
+    ceiling: float | None = None,
 ) -> tuple[PatternBound, CountingMatrix, list[np.ndarray]] | None:
     """The pattern bound of a round's jobs, seeded with known allocations (best first), at
-    most ``max_iterations`` rounds of pricing.
+    most ``max_iterations`` rounds of pricing, given up where it cannot come below
+    ``ceiling`` (:func:`pattern_bound`).
 
     Returns the bound, the counting matrix and the warm starts as its vectors (best first);
     None where the rows are not stated (per-type matrices, splits with rounded-down cores).
@@ -703,6 +712,7 @@ def round_bound(
         target=target,
         cm=cm,
         max_iterations=max_iterations,
+        ceiling=ceiling,
     )
     return pb, cm, vectors
 

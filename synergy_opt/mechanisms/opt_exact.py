@@ -67,6 +67,7 @@ from synergy_opt.mechanisms.opt.packing_route import (
 )
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE
 from synergy_opt.mechanisms.opt.points import deploy_plan
+from synergy_opt.mechanisms.opt.search import SPREAD_PATTERN_BOUND
 from synergy_opt.mechanisms.opt.stranded import runnable_at_floors, with_passed_over
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, guard_deadline
@@ -176,8 +177,10 @@ BESIDE_MIN_S: float = 0.1
 #: penalties 128 seed 14 at 10 s (6.7 s) and took seed 11 from 3.09 % to 0.20 %.
 LATE_OPT_BESIDE: bool = False
 #: ``opt``'s steps left out where ``opt-exact`` runs ``opt``: ``pattern-dive`` runs the
-#: first steps of the branch-and-price search that ``opt-exact`` runs whole after it.
-EXACT_ROUTES_OFF: frozenset[str] = frozenset({PATTERN_DIVE})
+#: first steps of the branch-and-price search that ``opt-exact`` runs whole after it, and
+#: the split-penalty pattern bound is that search's root bound (in ``opt``'s share of 1 s
+#: at 128 GPUs it would take the search's time for a bound the root computes anyway).
+EXACT_ROUTES_OFF: frozenset[str] = frozenset({PATTERN_DIVE, SPREAD_PATTERN_BOUND})
 #: How long past the limit the answer waits for that child (``opt`` can overrun its
 #: clock by a fraction of a second) before it is killed.
 BESIDE_GRACE_S: float = 0.5

@@ -3,8 +3,9 @@ runnable set that keeps the floors: the split-aware super-machine's where no spl
 a floor below the one it used, else the same model at the lowest floors any split allows;
 the typed super-machine's on typed rounds; on small rounds the LP relaxation of the
 per-server counting model, which is often far tighter than the pooled super-machine; and,
-where the routes miss the target and no job may spread, the pattern LP's (column
-generation over whole servers' contents, :func:`pattern_lp_bound`).
+where the routes miss the target and no job may spread, or one may at a split penalty on
+at most :data:`PATTERN_SPREAD_MAX_SERVERS` servers, the pattern LP's (column generation
+over whole servers' contents, :func:`pattern_lp_bound`).
 
 One more, :func:`subset_bound`, is valid for allocations of *part* of the runnable set too:
 ``opt`` uses it to skip TUNE, whose answer may leave jobs waiting."""
@@ -37,6 +38,16 @@ SUBSET_DUAL_TOL: float = 1e-9
 #: time, so that the bound and the search it ends are the same on every machine.  The
 #: memory-scarce rounds of ``family_round`` converge in 9-11 (128 and 512 GPUs).
 PATTERN_BOUND_ITERATIONS: int = 40
+#: The same count where a job may spread at a split penalty: there the master's spread slots
+#: take longer to converge (split penalties 128 GPUs seeds 0-23: 19-112 rounds, 0.2-4.8 s),
+#: and a bound cut short of convergence (the Lagrangian one) is far above the round's
+#: (seeds 0-11 at 40 rounds: 59-103 against optima of 54-83).
+PATTERN_SPREAD_ITERATIONS: int = 150
+#: ... and only on rounds of at most this many servers: at 512 GPUs (64 servers) the
+#: pattern LP took 139-273 rounds and 15-53 s and was never below the split-aware
+#: super-machine (seeds 0-2), where at 128 GPUs it is below it on 12 of seeds 0-23, by up
+#: to 1.1 % (seed 11: 68.54 against 69.26, the optimum 68.27).
+PATTERN_SPREAD_MAX_SERVERS: int = 16
 #: Under a time limit, the share of what is left that the pattern bound may take.
 PATTERN_BOUND_SHARE: float = 0.25
 
@@ -154,11 +165,14 @@ def pattern_lp_bound(
     runnable: Sequence[Job],
     best: Mapping[str, Sequence[PlacementPart]],
     clock: Clock,
+    max_iterations: int = PATTERN_BOUND_ITERATIONS,
+    ceiling: float | None = None,
 ) -> tuple[float | None, bool]:
     """The pattern LP's bound on allocations of ``runnable`` (column generation over each
     server's integral contents, ``formulations/patterns.md``), started from ``best`` (an
     allocation's placements) and stopped once it proves ``best`` optimal, after
-    :data:`PATTERN_BOUND_ITERATIONS` rounds of pricing, or at :data:`PATTERN_BOUND_SHARE`
+    ``max_iterations`` rounds of pricing, where it cannot come below ``ceiling`` (a
+    bound known already), or at :data:`PATTERN_BOUND_SHARE`
     of the clock's time left; ``None`` where the model does not state the round (typed
     matrices) or no round of pricing finished.  Also whether the clock stopped it (the
     bound then depends on the machine's speed).
@@ -172,7 +186,12 @@ def pattern_lp_bound(
     left = clock.left()
     limit = None if left is None else left * PATTERN_BOUND_SHARE
     got = round_bound(
-        inst, runnable, time_limit=limit, warm_start=[best], max_iterations=PATTERN_BOUND_ITERATIONS
+        inst,
+        runnable,
+        time_limit=limit,
+        warm_start=[best],
+        max_iterations=max_iterations,
+        ceiling=ceiling,
     )
     if got is None:
         return None, False
