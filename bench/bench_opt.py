@@ -41,9 +41,10 @@ profiles, split 20/70/10):
    ``opt``'s lowest total/bound.
 
 5. ``opt``'s pattern bound (``--tables 5``): on memory-scarce (128, 512 GPUs), CPU-scarce
-   and single-GPU rounds (128 GPUs), ``--repeats`` cold rounds each, ``opt`` with and
-   without the bound (``search.PATTERN_BOUND``) interleaved ``--passes`` times: CPU time,
-   rounds proven by their own bound, median bound/total, rounds with equal totals.
+   and single-GPU rounds (128 GPUs) and split-penalty rounds (64 GPUs; ``--pattern-cells``
+   picks others), ``--repeats`` cold rounds each, ``opt`` with and without the bound
+   (``search.PATTERN_BOUND``) interleaved ``--passes`` times: CPU time, rounds proven by
+   their own bound, median bound/total, rounds with equal totals.
 
 ``--rounds 200`` is the full claim of issue 10 (hours); the default runs in a few minutes.
 """
@@ -60,7 +61,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -585,12 +586,15 @@ def bench_typed(seeds: int) -> None:
     )
 
 
-#: Table 5's cells (family, GPUs): rounds where no job may spread, the pattern bound's.
+#: Table 5's cells (family, GPUs): rounds where no job may spread, and split-penalty rounds
+#: of at most 16 servers (``bounds.PATTERN_SPREAD_MAX_SERVERS``); ``--pattern-cells
+#: split-penalty:128`` measures the 128-GPU ones (seconds to a minute per round).
 PATTERN_CELLS: tuple[tuple[str, int], ...] = (
     ("mem-scarce", 128),
     ("mem-scarce", 512),
     ("cpu-scarce", 128),
     ("single-gpu", 128),
+    ("split-penalty", 64),
 )
 
 
@@ -599,7 +603,20 @@ def _bound_over_total(a: Allocation) -> float:
     return (a.upper_bound or math.inf) / max(a.total_throughput, 1e-12)
 
 
-def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
+def _pattern_cells(text: str) -> tuple[tuple[str, int], ...] | None:
+    """``--pattern-cells``: FAMILY:GPUS pairs, comma-separated; ``None`` where malformed."""
+    out = []
+    for cell in (c.strip() for c in text.split(",") if c.strip()):
+        family, _, gpus = cell.partition(":")
+        if family not in FAMILIES or not gpus.isdigit() or int(gpus) < 32 or int(gpus) % 32:
+            return None
+        out.append((family, int(gpus)))
+    return tuple(out) or None
+
+
+def bench_pattern_bound(
+    repeats: int, passes: int = 5, cells: Sequence[tuple[str, int]] = PATTERN_CELLS
+) -> None:
     """Table 5: ``opt`` with and without its pattern bound, interleaved on the same cold
     rounds (seeds 0..R-1; which runs first alternates), CPU time (each round's median over
     the passes); how many rounds
@@ -608,7 +625,7 @@ def bench_pattern_bound(repeats: int, passes: int = 5) -> None:
     warm_up()
     opt = Opt()
     rows: list[list[object]] = []
-    for family, gpus in PATTERN_CELLS:
+    for family, gpus in cells:
         insts = [family_round(family, gpus, seed) for seed in range(repeats)]
         cpu: dict[bool, list[list[float]]] = {on: [[] for _ in insts] for on in (True, False)}
         last: dict[bool, list[Allocation]] = {True: [], False: []}
@@ -813,6 +830,11 @@ def main() -> int:
     )
     ap.add_argument("--seed-offset", type=int, default=1000, help="table 2: first seed")
     ap.add_argument("--families", default=",".join(FAMILIES), help="table 2: which families")
+    ap.add_argument(
+        "--pattern-cells",
+        default=",".join(f"{f}:{g}" for f, g in PATTERN_CELLS),
+        help="table 5: FAMILY:GPUS cells, e.g. split-penalty:128",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="table 2: one line per round")
     ap.add_argument(
         "--exact-cache",
@@ -830,6 +852,12 @@ def main() -> int:
     unknown = [f for f in families if f not in FAMILIES]
     if not families or unknown:
         ap.error(f"--families: unknown {unknown or args.families!r}; known: {', '.join(FAMILIES)}")
+    cells = _pattern_cells(args.pattern_cells)
+    if cells is None:
+        ap.error(
+            f"--pattern-cells: expected FAMILY:GPUS cells (GPUs a multiple of 32, families "
+            f"{', '.join(FAMILIES)}), got {args.pattern_cells!r}"
+        )
     if (
         min(args.rounds, args.seeds, args.repeats, args.passes, args.sim_rounds, args.typed_seeds)
         < 1
@@ -870,7 +898,7 @@ def main() -> int:
     if "4" in wanted:
         bench_typed(args.typed_seeds)
     if "5" in wanted:
-        bench_pattern_bound(args.repeats, args.passes)
+        bench_pattern_bound(args.repeats, args.passes, cells)
     return 0
 
 
