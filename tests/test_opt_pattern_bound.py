@@ -174,7 +174,8 @@ def test_free_spreads_and_large_split_rounds_do_not_compute_it(
     """Where jobs spread for free (the multi-GPU mix) the pattern LP is loose and the
     routes meet the pooled bound; above :data:`.bounds.PATTERN_SPREAD_MAX_SERVERS` servers
     a split-penalty round's LP takes seconds to tens of seconds and never came below the
-    super-machine: there the search keeps its targets and pays nothing for it."""
+    super-machine; in ``opt-exact``'s ``opt`` and under a time limit other steps compute
+    it: there the search keeps its targets and pays nothing for it."""
     calls = _counting(monkeypatch)
     _opt(family_round("multi-gpu", 128, 7))
     assert calls == []
@@ -188,6 +189,9 @@ def test_free_spreads_and_large_split_rounds_do_not_compute_it(
     # opt-exact's branch-and-price computes it at its root: its opt leaves it out
     assert search.SPREAD_PATTERN_BOUND in EXACT_ROUTES_OFF
     Opt(routes_off=EXACT_ROUTES_OFF).allocate(inst)
+    assert len(calls) == 1
+    # under a time limit the search keeps the clock (the pattern dive computes that master)
+    make_mechanism("opt", MechanismOptions(time_limit_s=5.0)).allocate(inst)
     assert len(calls) == 1
 
 

@@ -456,9 +456,12 @@ class RoundSearch:
         - where no job may spread, the bound less the proof gap: there the LP is the exact
           per-server relaxation and a plan at its bound is proven optimal;
         - where a job may spread at a split penalty, on at most
-          :data:`.bounds.PATTERN_SPREAD_MAX_SERVERS` servers, the bound less
-          :data:`TARGET_GAP`, as for the super-machine's: the spread slots loosen it
-          (split penalties 128 GPUs: 0-0.9 % above the optima of seeds 0-23);
+          :data:`.bounds.PATTERN_SPREAD_MAX_SERVERS` servers and without a time limit,
+          the bound less :data:`TARGET_GAP`, as for the super-machine's: the spread slots
+          loosen it (split penalties 128 GPUs: 0-0.9 % above the optima of seeds 0-23).
+          Not under a time limit: there the pattern dive beside (:mod:`.pattern_dive`)
+          computes the same master at its root, and the clock-bound search lost what the
+          bound took (128 GPUs at 10 s: seed 21 57.86 against 58.49 without it);
         - elsewhere ``inf`` (free spreads, the multi-GPU mix: the pooled bound is the one
           the routes meet)."""
         ctx = self.ctx
@@ -469,6 +472,7 @@ class RoundSearch:
             if not (
                 PATTERN_SPREAD_BOUND
                 and SPREAD_PATTERN_BOUND not in ctx.routes_off
+                and ctx.clock.left() is None
                 and _penalised(ctx)
                 and len(ctx.inst.cluster.servers) <= PATTERN_SPREAD_MAX_SERVERS
             ):
