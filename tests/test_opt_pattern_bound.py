@@ -9,7 +9,7 @@ that was the bound's, not the answer's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,36 @@ def _exact(inst: RoundInstance) -> Allocation:
 
 def _proven(a: Allocation) -> bool:
     return a.upper_bound is not None and a.total_throughput >= a.upper_bound * (1 - PROOF_GAP)
+
+
+def _check_against_exact(inst: RoundInstance, got: Allocation, bound: float, seed: int) -> None:
+    """``opt``'s answer ``got``, on a round where its search computed the pattern bound
+    ``bound``: it reports a bound at or above its total, passes the checker, and where
+    ``opt-exact`` proves its optimum neither bound is below it."""
+    assert got.upper_bound is not None
+    assert got.total_throughput <= got.upper_bound + ABS_TOL, seed
+    assert check_allocation(inst, got, fair_share=True) == [], seed
+    exact = _exact(inst)
+    if _proven(exact):
+        assert got.upper_bound >= exact.total_throughput - ABS_TOL, seed
+        assert bound >= exact.total_throughput - ABS_TOL, seed
+
+
+def _where_bounded(
+    monkeypatch: pytest.MonkeyPatch, make: Callable[[int], RoundInstance], seeds: int
+) -> Iterator[tuple[int, RoundInstance, Allocation]]:
+    """``opt`` on ``make(seed)`` for each seed; the rounds where its search computed a
+    pattern bound, each checked first (:func:`_check_against_exact`)."""
+    calls = _counting(monkeypatch)
+    for seed in range(seeds):
+        inst = make(seed)
+        calls.clear()
+        got = _opt(inst)
+        bound = calls[0] if calls else None
+        if bound is None:
+            continue
+        _check_against_exact(inst, got, bound, seed)
+        yield seed, inst, got
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
@@ -138,21 +168,9 @@ def test_the_pattern_bound_never_cuts_below_the_optimum(monkeypatch: pytest.Monk
     ``opt``'s ``upper_bound`` is at or above ``opt-exact``'s proven optimum and at or above
     ``opt``'s own total, and ``opt``'s total is that of the code without the bound (within
     the proof gap, where the search now stops)."""
-    calls = _counting(monkeypatch)
     used = proven_by_it = 0
-    for seed in range(60):
-        inst = _one_gpu_round(seed)
-        calls.clear()
-        got = _opt(inst)
-        if not calls or calls[0] is None:
-            continue
+    for seed, inst, got in _where_bounded(monkeypatch, _one_gpu_round, 60):
         used += 1
-        assert got.upper_bound is not None
-        assert got.total_throughput <= got.upper_bound + ABS_TOL, seed
-        assert check_allocation(inst, got, fair_share=True) == [], seed
-        exact = _exact(inst)
-        if _proven(exact):
-            assert got.upper_bound >= exact.total_throughput - ABS_TOL, seed
         proven_by_it += _proven(got)
         with monkeypatch.context() as m:
             m.setattr(search, "PATTERN_BOUND", False)
@@ -267,20 +285,5 @@ def test_split_penalty_pattern_bounds_never_cut_below_the_optimum(
     """On random small split-penalty rounds: wherever the search computed a pattern bound,
     ``opt``'s ``upper_bound`` is at or above ``opt-exact``'s proven optimum and ``opt``'s
     own total, and its answer passes the checker."""
-    calls = _counting(monkeypatch)
-    used = 0
-    for seed in range(SPLIT_SEEDS):
-        inst = _split_round(seed)
-        calls.clear()
-        got = _opt(inst)
-        if not calls or calls[0] is None:
-            continue
-        used += 1
-        assert got.upper_bound is not None
-        assert got.total_throughput <= got.upper_bound + ABS_TOL, seed
-        assert check_allocation(inst, got, fair_share=True) == [], seed
-        exact = _exact(inst)
-        if _proven(exact):
-            assert got.upper_bound >= exact.total_throughput - ABS_TOL, seed
-            assert calls[0] >= exact.total_throughput - ABS_TOL, seed
+    used = sum(1 for _ in _where_bounded(monkeypatch, _split_round, SPLIT_SEEDS))
     assert used >= SPLIT_MIN_USED, used
