@@ -57,10 +57,14 @@ def test_the_dive_finds_seed_13s_optimum() -> None:
     the checker with fair shares."""
     ctx = _context(13, None)
     got = pattern_dive._dive(ctx.inst, ctx.runnable, time.time() + 30.0, "highs")
-    assert got is not None and set(got) == {j.id for j in ctx.runnable}
-    alloc = build_allocation(ctx.inst, "opt", got)
+    assert got is not None and got.placements is not None
+    assert set(got.placements) == {j.id for j in ctx.runnable}
+    alloc = build_allocation(ctx.inst, "opt", got.placements)
     assert check_allocation(ctx.inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= OPTIMUM_SEED13 - 1e-4 > BEFORE_SEED13
+    # the root's bound: at or above the optimum, below the super-machine's 55.479
+    assert got.bound is not None
+    assert OPTIMUM_SEED13 - 1e-6 <= got.bound < ctx.optimum - 0.1
 
 
 def test_the_dives_root_master_finds_seed_8s_optimum() -> None:
@@ -69,8 +73,9 @@ def test_the_dives_root_master_finds_seed_8s_optimum() -> None:
     TUNE's patterns in the pool the master finds 78.76."""
     ctx = _context(8, None)
     got = pattern_dive._dive(ctx.inst, ctx.runnable, time.time() + 30.0, "highs")
-    assert got is not None and set(got) == {j.id for j in ctx.runnable}
-    alloc = build_allocation(ctx.inst, "opt", got)
+    assert got is not None and got.placements is not None
+    assert set(got.placements) == {j.id for j in ctx.runnable}
+    alloc = build_allocation(ctx.inst, "opt", got.placements)
     assert check_allocation(ctx.inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= OPTIMUM_SEED8 - 1e-4
 
@@ -82,8 +87,9 @@ def test_the_dive_beside_gives_a_plan_worth_the_optimum() -> None:
     ctx = _context(13, 60.0)
     child = start_dive(ctx)
     assert child is not None
-    plan = dive_plan(ctx, child, wait_s=60.0)
-    assert plan is not None
+    plan, bound = dive_plan(ctx, child, wait_s=60.0)
+    assert plan is not None and bound is not None
+    assert bound >= OPTIMUM_SEED13 - 1e-6
     assert_plan_on_whole_gpus(ctx, plan)
     points, parts = reoptimise(ctx, plan)
     assert total_of(ctx, plan, points) >= OPTIMUM_SEED13 - 1e-4
@@ -103,6 +109,9 @@ def test_opt_under_a_limit_reaches_seed_13s_optimum() -> None:
     assert got.total_throughput >= 0.99 * OPTIMUM_SEED13
     assert check_allocation(inst, got, fair_share=True) == []
     assert any(PATTERN_DIVE in note for note in got.notes)
+    # the bound reported is the dive root's (55.33), not the super-machine's 55.479
+    assert got.upper_bound is not None
+    assert OPTIMUM_SEED13 - 1e-6 <= got.upper_bound < 55.479 - 0.1
 
 
 def test_the_step_stands_aside_without_a_limit() -> None:

@@ -154,20 +154,24 @@ def run_late_routes(
     return state
 
 
-def dived(ctx: RoundContext, dive: Child, keep: Keep) -> State | None:
+def dived(ctx: RoundContext, dive: Child, keep: Keep) -> tuple[State | None, float | None]:
     """The ``pattern-dive`` plan (:mod:`.pattern_dive`; the dive has answered),
-    re-optimised as a late route's plan is; ``None`` where it found none."""
-    plan = dive_plan(ctx, dive)
+    re-optimised as a late route's plan is (``None`` where it found none), and its
+    root's bound on the round (``None`` where it gave none)."""
+    plan, bound = dive_plan(ctx, dive)
+    if bound is not None:
+        # taken: whether the dive had answered by now depends on the machine's speed
+        ctx.time_stops.append(PATTERN_DIVE)
     if plan is None:
-        return None
+        return None, bound
     try:
         points, deployed = plan_points.late_points(ctx, plan)
     except RoundingError as e:
         log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
-        return None
-    # taken: whether the dive had answered by now depends on the machine's speed
-    ctx.time_stops.append(PATTERN_DIVE)
-    return keep(PATTERN_DIVE, plan, points, deployed)
+        return None, bound
+    if bound is None:
+        ctx.time_stops.append(PATTERN_DIVE)
+    return keep(PATTERN_DIVE, plan, points, deployed), bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +222,9 @@ class RoundSearch:
     seen: set[PlanKey] = field(default_factory=set)
     #: The pattern LP's bound where the search computed it (:meth:`_pattern_target`).
     pattern_bound: float | None = None
+    #: The pattern dive's root bound where it answered with one (:func:`dived`): the same
+    #: master as the pattern bound's, computed beside the routes under a time limit.
+    dive_bound: float | None = None
     #: The bound the caller reports unless the search finds a smaller one (:meth:`run`).
     upper: float = math.inf
 
@@ -415,7 +422,7 @@ class RoundSearch:
         if dive is not None and (start is None or start.total < target) and dive.ready():
             # the dive beside the routes has answered: its plan is one more late plan (the
             # search starts from the best, then from the others)
-            plan = dived(ctx, dive, keep)
+            plan, self.dive_bound = dived(ctx, dive, keep)
             dive = None  # taken
             if plan is not None:
                 late.append(plan)
@@ -426,7 +433,7 @@ class RoundSearch:
         state = search_from(ctx, start, target)
         if dive is not None and state.total < target and dive.ready():
             # answered during that search: searched from below, with the other late plans
-            plan = dived(ctx, dive, keep)
+            plan, self.dive_bound = dived(ctx, dive, keep)
             if plan is not None:
                 late.append(plan)
         for other_start in sorted((s for s in late if s is not start), key=lambda s: -s.total):
@@ -513,8 +520,10 @@ class RoundSearch:
         if parts is None:  # pragma: no cover - every state is checked to deploy
             return None, [*self.errors, "best plan does not deploy (numerical trouble)"]
         ctx = self.ctx
-        if upper is not None and self.pattern_bound is not None:
-            upper = min(upper, self.pattern_bound)
+        for bound in (self.pattern_bound, self.dive_bound):
+            if upper is not None and bound is not None:
+                # never below the answer (an LP's round-off)
+                upper = min(upper, max(bound, state.total))
         return build_allocation(
             ctx.inst, mechanism, parts, solver=ctx.options.solver, upper_bound=upper
         ), self.errors
