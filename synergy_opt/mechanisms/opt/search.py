@@ -159,19 +159,18 @@ def dived(ctx: RoundContext, dive: Child, keep: Keep) -> tuple[State | None, flo
     re-optimised as a late route's plan is (``None`` where it found none), and its
     root's bound on the round (``None`` where it gave none)."""
     plan, bound = dive_plan(ctx, dive)
-    if bound is not None:
+    state = None
+    if plan is not None:
+        try:
+            points, deployed = plan_points.late_points(ctx, plan)
+        except RoundingError as e:
+            log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
+        else:
+            state = keep(PATTERN_DIVE, plan, points, deployed)
+    if state is not None or bound is not None:
         # taken: whether the dive had answered by now depends on the machine's speed
         ctx.time_stops.append(PATTERN_DIVE)
-    if plan is None:
-        return None, bound
-    try:
-        points, deployed = plan_points.late_points(ctx, plan)
-    except RoundingError as e:
-        log.info("opt on %s: %s: %s", ctx.inst.name, PATTERN_DIVE, e)
-        return None, bound
-    if bound is None:
-        ctx.time_stops.append(PATTERN_DIVE)
-    return keep(PATTERN_DIVE, plan, points, deployed), bound
+    return state, bound
 
 
 @dataclass(frozen=True, slots=True)
