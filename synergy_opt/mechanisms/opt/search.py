@@ -224,8 +224,6 @@ class RoundSearch:
     #: The pattern dive's root bound where it answered with one (:func:`dived`): the same
     #: master as the pattern bound's, computed beside the routes under a time limit.
     dive_bound: float | None = None
-    #: The bound the caller reports unless the search finds a smaller one (:meth:`run`).
-    upper: float = math.inf
 
     def __post_init__(self) -> None:
         ctx = self.ctx
@@ -400,9 +398,11 @@ class RoundSearch:
             if self.keep(name, model.plan, points).total >= self.target:
                 break
 
-    def _late(self) -> State | None:
+    def _late(self, upper: float) -> State | None:
         """The late routes and the pattern dive's plan, then the neighbourhood search from
-        the best plan (and from the others while below the target); the final state."""
+        the best plan (and from the others while below the target); the final state.
+        ``upper``: the bound the caller reports unless the search proves a smaller one
+        (the pattern bound's ceiling)."""
         ctx, keep = self.ctx, self.keep
         routed = self.best[1] if self.best is not None else None
         target = self.target
@@ -411,9 +411,7 @@ class RoundSearch:
             # Missed: a job filling its servers may make the pooled optimum unreachable.
             target = min(target, full_server_bound(ctx) * (1 - TARGET_GAP))
         if start is not None and start.total < target:
-            target = min(
-                target, self._pattern_target(start, min(self.upper, full_server_bound(ctx)))
-            )
+            target = min(target, self._pattern_target(start, min(upper, full_server_bound(ctx))))
         late: list[State] = []
         if start is None or start.total < target:
             start = run_late_routes(ctx, start, target, self.any_spreads, keep, self.errors, late)
@@ -506,13 +504,12 @@ class RoundSearch:
     def run(self, mechanism: str, upper: float | None) -> tuple[Allocation | None, list[str]]:
         """The search; the allocation (named ``mechanism``, ``upper`` its bound) or ``None``,
         and the routes' errors."""
-        self.upper = math.inf if upper is None else upper
         deferred = self._routes()
         if not self.reached():
             self._deferred(deferred)
         if not self.reached():
             self._reoptimise()
-        state = self._late()
+        state = self._late(math.inf if upper is None else upper)
         if state is None:
             return None, self.errors
         parts = placements(self.ctx, state)
