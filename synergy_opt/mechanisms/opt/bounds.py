@@ -41,7 +41,8 @@ PATTERN_BOUND_ITERATIONS: int = 40
 #: The same count where a job may spread at a split penalty: there the master's spread slots
 #: take longer to converge (split penalties 128 GPUs seeds 0-23: 19-112 rounds, 0.2-4.8 s),
 #: and a bound cut short of convergence (the Lagrangian one) is far above the round's
-#: (seeds 0-11 at 40 rounds: 59-103 against optima of 54-83).
+#: (seeds 0, 1, 2, 3, 7, 8, 11 at 40 rounds from TUNE's answer: 59-103 against best
+#: known answers of 56-83).
 PATTERN_SPREAD_ITERATIONS: int = 150
 #: ... and only on rounds of at most this many servers: at 512 GPUs (64 servers) the
 #: pattern LP took 139-273 rounds and 15-53 s and was never below the split-aware

@@ -462,7 +462,8 @@ class RoundSearch:
         - where a job may spread at a split penalty, on at most
           :data:`.bounds.PATTERN_SPREAD_MAX_SERVERS` servers and without a time limit,
           the bound less :data:`TARGET_GAP`, as for the super-machine's: the spread slots
-          loosen it (split penalties 128 GPUs: 0-0.9 % above the optima of seeds 0-23).
+          loosen it (split penalties 128 GPUs: 0-0.9 % above the optima of the 20 proven
+          seeds among 0-23).
           Not under a time limit: there the pattern dive beside (:mod:`.pattern_dive`)
           computes the same master at its root, and the clock-bound search lost what the
           bound took (128 GPUs at 10 s: seed 21 57.86 against 58.49 without it);
