@@ -279,10 +279,15 @@ def _master_values(
 
 
 def _restricted_ip(
-    data: Mapping[str, Any], pool: Sequence[Pattern], node: Node, time_limit: float
+    data: Mapping[str, Any],
+    pool: Sequence[Pattern],
+    node: Node,
+    time_limit: float,
+    node_limit: int | None = None,
 ) -> _NodeLP | None:
     """The master over the patterns so far as an integer program (no jobs left out): a
-    quick allocation from known patterns (price-and-branch's heuristic), or None."""
+    quick allocation from known patterns (price-and-branch's heuristic), or None.
+    ``node_limit``: also stop after that many nodes (the same answer on every machine)."""
     pats = [p for p in pool if _allowed(p, node)]
     mm, cols, _ = node_master(data, pats, node)
     keep = [c for c, (n, _) in enumerate(cols) if n != "bp_ghost"]
@@ -296,7 +301,13 @@ def _restricted_ip(
         a_index=mm.a_index[: int(mm.a_start[len(keep)])],
         a_value=mm.a_value[: int(mm.a_start[len(keep)])],
     )
-    res = solve_matrix(mm, "highs", time_limit=max(time_limit, 1e-3), rel_gap=EXACT_REL_GAP)
+    res = solve_matrix(
+        mm,
+        "highs",
+        time_limit=max(time_limit, 1e-3),
+        rel_gap=EXACT_REL_GAP,
+        node_limit=node_limit,
+    )
     log.debug("restricted IP: %s %s bound %s", res.status, res.objective, res.dual_bound)
     if res.x is None:
         return None

@@ -68,7 +68,14 @@ from synergy_opt.formulations.branch_dive import (
     _restricted_ip,
 )
 from synergy_opt.formulations.branch_leaf import _leaf_matrix, _rc_caps, _reach
-from synergy_opt.formulations.branch_node import Node, _children, _NodeLP, _Pricer, solve_node
+from synergy_opt.formulations.branch_node import (
+    PRICING,
+    Node,
+    _children,
+    _NodeLP,
+    _Pricer,
+    solve_node,
+)
 from synergy_opt.formulations.branch_points import (
     _fix_points,
     _leaf_points,
@@ -294,6 +301,8 @@ def branch_and_price(
     plain_root: bool = True,
     dive_only: bool = False,
     floors: str = "exact",
+    root_ip_nodes: int | None = None,
+    pricing: str = PRICING,
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
@@ -307,6 +316,10 @@ def branch_and_price(
     column generation, its integer master over the root's patterns, its dive and the dive
     leaf packed at its points, nothing else (no plain root, no leaf MIPs, no branching): an
     allocation quickly, for ``opt``'s ``pattern-dive`` step; ``bound`` is then the root's.
+    ``root_ip_nodes``: the root's integer master also stops after that many nodes.
+    ``pricing``: how pricing problems are solved
+    (:data:`~synergy_opt.formulations.pricing_enum.PRICING_METHODS`); a dive prices a dozen
+    times, where building the enumeration's tables can cost more than it saves.
     """
     if floors not in FLOOR_MODES:
         raise ValueError(f"floors must be one of {', '.join(FLOOR_MODES)}, got {floors!r}")
@@ -331,6 +344,8 @@ def branch_and_price(
         halt=halt,
         plain_root=plain_root,
         dive_only=dive_only,
+        root_ip_nodes=root_ip_nodes,
+        pricing=pricing,
     )
     if floors == "high" and not data["bound_valid"]:
         return _restricted(got)  # the restriction's bound is not the round's
@@ -363,6 +378,8 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
     halt: Callable[[], bool] | None,
     plain_root: bool,
     dive_only: bool,
+    root_ip_nodes: int | None = None,
+    pricing: str = PRICING,
 ) -> BranchResult:
     """:func:`branch_and_price` over the counting model's ``data``."""
     t0 = time.perf_counter()
@@ -437,7 +454,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
             ran_out[node] = fixed
         return verdict.refuted
 
-    pricer = _Pricer(data)
+    pricer = _Pricer(data, pricing)
     pool = _seed_patterns(data, cm, vectors)
     root_bound = math.inf
     # (-bound, tie, node, leaf time slice; 0 while the node's master is not solved)
@@ -556,7 +573,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                     time.perf_counter() - t0,
                 )
                 left = min(ROOT_IP_S, deadline - time.perf_counter())
-                ip = _restricted_ip(data, pool, node, left) if left > 0 else None
+                ip = _restricted_ip(data, pool, node, left, root_ip_nodes) if left > 0 else None
                 values = None if ip is None else _master_values(data, ip)
                 if values is not None:
                     offer(placements_from_values(data, values), "restricted IP")
