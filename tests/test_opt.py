@@ -136,8 +136,10 @@ def test_each_rounding_route_is_valid(name: str, route: str, backend: str) -> No
         # too big for those routes (the counting route's restricted model: 1735 columns);
         # relax-and-fix runs only where floors depend on the split (mixed server shapes);
         # no split penalties here for counting-near and counting-full-servers
-        # (test_opt_counting_near.py and test_opt_full_servers.py check them)
+        # (test_opt_counting_near.py and test_opt_full_servers.py check them); pattern-root
+        # takes rounds of one-GPU jobs only (test_opt_pattern_route.py)
         assert route in (
+            "pattern-root",
             "server-class-mip",
             "counting",
             "counting-relax-fix",

@@ -15,7 +15,7 @@ import pytest
 from synergy_opt.check import check_allocation
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import make_mechanism
-from synergy_opt.mechanisms.opt import ROUTES, Opt, context
+from synergy_opt.mechanisms.opt import ROUTES, Opt, context, pattern_route
 from synergy_opt.mechanisms.opt.context import Clock, RoundingError
 from synergy_opt.mechanisms.opt.counting_route import (
     COUNTING_ROUTE_MAX_COLUMNS,
@@ -46,9 +46,14 @@ def test_opt_reaches_the_bound_where_routes_used_to_strand_resources(
     assert check_allocation(inst, got, fair_share=True) == []
 
 
-def test_route_plan_places_every_runnable_job_on_whole_gpus() -> None:
+def test_route_plan_places_every_runnable_job_on_whole_gpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ctx = Opt().context(family_round("single-gpu", 128, 1059))
     assert ctx is not None
+    with pytest.raises(RoundingError, match="pattern-root route takes them"):
+        counting_route(ctx)  # one-GPU jobs only: the pattern-root route's round
+    monkeypatch.setattr(pattern_route, "PATTERN_ROOT_ROUTE", False)
     plan = counting_route(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
 
@@ -70,6 +75,7 @@ def test_under_a_time_limit_each_solve_leaves_most_of_the_time_to_the_other_rout
 ) -> None:
     """With the whole rest of the clock, split penalties 128 GPUs seed 8 at a 3-s limit spent
     it all here without a solution and fell back to TUNE's 70.43 (78.75-80.16 now)."""
+    monkeypatch.setattr(pattern_route, "PATTERN_ROOT_ROUTE", False)  # the route as it was
     ctx = Opt().context(family_round(family, gpus, seed))
     assert ctx is not None
     limits: list[tuple[str, float | None]] = []

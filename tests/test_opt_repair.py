@@ -122,8 +122,9 @@ def test_repaired_round_needs_no_mip_and_equals_the_old_answer(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """With the repair the round is answered by a repaired route plan at the bound, without
-    any re-optimisation MIP, spread move or neighbourhood search; without it (the code
-    before) the answer has the same total."""
+    any re-optimisation MIP, spread move or neighbourhood search; without it the answer is
+    no higher (single-GPU 128 seed 2: the same total before the pattern-root route, 170.83
+    with it, which stops there within the target gap instead of at the bound 170.98)."""
     inst = family_round(family, gpus, seed)
     # The bridged plan deploys the multi-GPU round's points before the placement LP runs:
     # without that route, the repair of the LP's plan is what answers.
@@ -139,7 +140,7 @@ def test_repaired_round_needs_no_mip_and_equals_the_old_answer(
     assert fast.total_throughput == pytest.approx(fast.upper_bound, abs=ABS_TOL)
     monkeypatch.setattr(search, "REPAIR", False)
     old = make_mechanism("opt").allocate(inst)
-    assert fast.total_throughput == pytest.approx(old.total_throughput, abs=ABS_TOL)
+    assert fast.total_throughput >= old.total_throughput - ABS_TOL
     assert fast.total_throughput >= make_mechanism("tune").allocate(inst).total_throughput
 
 

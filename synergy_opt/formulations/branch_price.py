@@ -316,7 +316,8 @@ def branch_and_price(
     column generation, its integer master over the root's patterns, its dive and the dive
     leaf packed at its points, nothing else (no plain root, no leaf MIPs, no branching): an
     allocation quickly, for ``opt``'s ``pattern-dive`` step; ``bound`` is then the root's.
-    ``root_ip_nodes``: the root's integer master also stops after that many nodes.
+    ``root_ip_nodes``: the root's integer master stops after that many nodes (instead of
+    after :data:`~.branch_dive.ROOT_IP_S`: the same answer on every machine).
     ``pricing``: how pricing problems are solved
     (:data:`~synergy_opt.formulations.pricing_enum.PRICING_METHODS`); a dive prices a dozen
     times, where building the enumeration's tables can cost more than it saves.
@@ -572,7 +573,9 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                     len(pool),
                     time.perf_counter() - t0,
                 )
-                left = min(ROOT_IP_S, deadline - time.perf_counter())
+                left = deadline - time.perf_counter()
+                if root_ip_nodes is None:  # a node limit replaces the fixed time
+                    left = min(ROOT_IP_S, left)
                 ip = _restricted_ip(data, pool, node, left, root_ip_nodes) if left > 0 else None
                 values = None if ip is None else _master_values(data, ip)
                 if values is not None:

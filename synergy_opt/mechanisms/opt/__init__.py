@@ -11,11 +11,13 @@
    solver; kept only where the points deploy on it), then the paper's placement-LP
    vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
    last the exact counting model restricted to the super-machine's points
-   (:mod:`.counting_route`, node-limited, on rounds small enough for it);
-   and, only once the plans below (re-optimised) miss the target, the *late* routes:
-   the counting model by relax-and-fix on larger mixed-shape rounds
-   (:mod:`.relax_fix_route`); the tightest super-machine's points packed onto the servers
-   by CP-SAT (``packing``, :mod:`.packing_route`; a packing is worth that super-machine's
+   (:mod:`.counting_route`, node-limited, on rounds small enough for it, not on rounds of
+   one-GPU jobs); and, only once the plans below (re-optimised) miss the target, the
+   *late* routes: on rounds of one-GPU jobs, branch-and-price's root, its integer master
+   and one dive, in-process (``pattern-root``, :mod:`.pattern_route`); the counting model
+   by relax-and-fix on larger mixed-shape rounds (:mod:`.relax_fix_route`); the tightest
+   super-machine's points packed onto the servers by CP-SAT (``packing``,
+   :mod:`.packing_route`; a packing is worth that super-machine's
    optimum, the bound); on split-penalty rounds where a job filling every server it fits on
    strands the rest of it, the counting model over the points of a super-machine that
    charges it the whole server (``counting-full-servers``, :mod:`.full_servers`; that
@@ -75,6 +77,7 @@ from synergy_opt.mechanisms.opt import (
     neighbourhood,
     packing_route,
     pattern_dive,
+    pattern_route,
     points,
     relax_fix_route,
     repair,
@@ -110,6 +113,7 @@ __all__ = [
     "neighbourhood",
     "packing_route",
     "pattern_dive",
+    "pattern_route",
     "points",
     "relax_fix_route",
     "repair",

@@ -45,6 +45,7 @@ from synergy_opt.formulations.counting_fast import (
     relax_and_fix,
 )
 from synergy_opt.matrix import MatrixModel
+from synergy_opt.mechanisms.opt import pattern_route
 from synergy_opt.mechanisms.opt.context import (
     GpuPlan,
     Point,
@@ -52,6 +53,7 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound, full_server_optimum
+from synergy_opt.mechanisms.opt.pattern_route import PATTERN_ROOT
 from synergy_opt.mechanisms.opt.routes import route
 from synergy_opt.solve import SolveResult, TerminationStatus
 from synergy_opt.types import PlacementPart
@@ -98,11 +100,14 @@ COUNTING_TIME_SHARE: float = 0.25
 def counting_route(ctx: RoundContext) -> GpuPlan:
     """The counting model over the super-machine's points (exact where those points deploy).
 
-    It spreads a job where the exact model gains from it after the split penalty, and it
-    also runs on rounds where no job may spread (there it is an exact packing).
+    It spreads a job where the exact model gains from it after the split penalty.  On
+    rounds of one-GPU jobs it stands aside for the ``pattern-root`` late route
+    (:mod:`.pattern_route`), which answers them faster and better.
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
+    if pattern_route.PATTERN_ROOT_ROUTE and pattern_route.one_gpu_jobs(ctx):
+        raise RoundingError(f"skipped: one-GPU jobs only (the {PATTERN_ROOT} route takes them)")
     penalised = _penalised(ctx)
     cap = COUNTING_ROUTE_MAX_COLUMNS_PENALISED if penalised else COUNTING_ROUTE_MAX_COLUMNS
     estimate = _column_estimate(ctx)

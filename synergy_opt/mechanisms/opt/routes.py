@@ -51,8 +51,9 @@ RouteBound = Callable[[RoundContext], float | None]
 class Route:
     """A named way to round: ``spreads`` says it may spread jobs that fit on one server;
     ``spread_only`` that it is skipped on rounds where no job may spread (it would only
-    repeat a packing); ``late`` that it runs only after the re-optimised plans missed the
-    target (it costs more than they do, and is needed only where they fall short)."""
+    repeat a packing); ``one_gpu_only`` that it runs only where every job asks for one
+    GPU; ``late`` that it runs only after the re-optimised plans missed the target (it
+    costs more than they do, and is needed only where they fall short)."""
 
     name: str
     plan: RoutePlan
@@ -70,6 +71,7 @@ class Route:
     #: super-machine's points, so the route is deferred: it runs after the other routes,
     #: and only if none of them reached the target (its plan then goes where it went).
     bound: RouteBound | None = None
+    one_gpu_only: bool = False
 
 
 ROUTES: dict[str, Route] = {}
@@ -84,6 +86,7 @@ def route(
     late_rank: int = 0,
     fast_only: bool = False,
     bound: RouteBound | None = None,
+    one_gpu_only: bool = False,
 ) -> Callable[[RoutePlan], RoutePlan]:
     """Register a rounding route under ``name`` (registry order is the order tried; late
     routes by ``late_rank`` first, :func:`late_routes`); ``spread_only`` defaults to
@@ -94,7 +97,9 @@ def route(
             raise ValueError(f"rounding route {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         only = spreads if spread_only is None else spread_only
-        ROUTES[name] = Route(name, fn, spreads, doc, only, late, late_rank, fast_only, bound)
+        ROUTES[name] = Route(
+            name, fn, spreads, doc, only, late, late_rank, fast_only, bound, one_gpu_only
+        )
         return fn
 
     return deco

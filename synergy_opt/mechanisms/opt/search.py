@@ -44,6 +44,7 @@ from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan
+from synergy_opt.mechanisms.opt.pattern_route import one_gpu_jobs
 from synergy_opt.mechanisms.opt.repair import repair
 from synergy_opt.mechanisms.opt.routes import (
     ROUTES,
@@ -133,7 +134,7 @@ def run_late_routes(
     (mixed shapes 128 GPUs seed 1191: 103.57 in 5.8 s CPU, where the search alone
     gets 103.50 in 20 s)."""
     for r in late_routes():
-        if r.spread_only and not any_spreads:
+        if (r.spread_only and not any_spreads) or (r.one_gpu_only and not one_gpu_jobs(ctx)):
             continue
         if state is not None and state.total >= BEST_SO_FAR_MIN_SHARE * ctx.optimum:
             ctx.memo[BEST_SO_FAR] = state.plan
@@ -183,6 +184,7 @@ class _Try:
     spread_only: bool = False
     fast_only: bool = False
     bound_of: RouteBound | None = None
+    one_gpu_only: bool = False
 
 
 @dataclass
@@ -312,7 +314,7 @@ class RoundSearch:
         if kept:
             out.append(_Try(0, WARM_START, lambda c: balanced_from(c, kept)))
         out += [
-            _Try(len(out) + i, r.name, r.plan, r.spread_only, r.fast_only, r.bound)
+            _Try(len(out) + i, r.name, r.plan, r.spread_only, r.fast_only, r.bound, r.one_gpu_only)
             for i, r in enumerate(r for r in ROUTES.values() if not r.late)
         ]
         return out
@@ -326,6 +328,8 @@ class RoundSearch:
         for t in self._tries():
             if t.spread_only and not self.any_spreads:
                 continue  # nothing may spread: the route would only repeat a packing
+            if t.one_gpu_only and not one_gpu_jobs(ctx):
+                continue
             if t.bound_of is not None:
                 bound = t.bound_of(ctx)
                 if bound is not None and bound < target - 1e-9 * max(1.0, abs(target)):
