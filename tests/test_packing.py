@@ -142,6 +142,7 @@ def test_packing_runs_before_the_counting_late_routes() -> None:
     assert ROUTES["packing"].late
     assert [r.name for r in late_routes()] == [
         "packing",
+        "pattern-root",  # rounds of one-GPU jobs only: test_opt_pattern_route.py
         "counting-relax-fix",
         "counting-full-servers",
         "counting-near",

@@ -5,28 +5,26 @@
 1. the split-aware super-machine (``fast.build_super_machine_split``) -> a grid point
    per job, which jobs are worth spreading, and the bound reported as
    ``upper_bound`` (claimed only when the whole runnable set is scheduled);
-2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn
-   it into whole GPUs per server: consolidating routes first, then ``balanced``'s plan
-   with a few jobs spread to carry cores and memory between servers (:mod:`.bridges`, no
-   solver; kept only where the points deploy on it), then the paper's placement-LP
-   vertex, whose at most 3s split jobs keep their span, then TUNE's own, and
-   last the exact counting model restricted to the super-machine's points
-   (:mod:`.counting_route`, node-limited, on rounds small enough for it, not on rounds of
-   one-GPU jobs); and, only once the plans below (re-optimised) miss the target, the
-   *late* routes: on rounds of one-GPU jobs, branch-and-price's root, its integer master
-   and one dive, in-process (``pattern-root``, :mod:`.pattern_route`); the counting model
-   by relax-and-fix on larger mixed-shape rounds (:mod:`.relax_fix_route`); the tightest
-   super-machine's points packed onto the servers by CP-SAT (``packing``,
-   :mod:`.packing_route`; a packing is worth that super-machine's
-   optimum, the bound); on split-penalty rounds where a job filling every server it fits on
-   strands the rest of it, the counting model over the points of a super-machine that
-   charges it the whole server (``counting-full-servers``, :mod:`.full_servers`; that
-   model's bound also lowers the target and the reported bound); and where the
-   super-machine's points cannot all be realised, the same counting model over each job's
-   point and the three best points below it (``counting-near``); beside the late routes,
-   in a child process under a time limit on split-penalty rounds, branch-and-price's root
-   and its dive to one packed leaf (``pattern-dive``, :mod:`.pattern_dive`), whose plan
-   joins theirs;
+2. rounding routes (:mod:`.routes`, a registry over one frozen :class:`.RoundContext`) turn it
+   into whole GPUs per server: consolidating routes first, then ``balanced``'s plan with a few
+   jobs spread to carry cores and memory between servers (:mod:`.bridges`, no solver; kept only
+   where the points deploy on it), then the paper's placement-LP vertex, whose at most 3s split
+   jobs keep their span, then TUNE's own, and last the exact counting model restricted to the
+   super-machine's points (:mod:`.counting_route`, node-limited, on rounds small enough for it,
+   not on rounds of one-GPU jobs); and, only once the plans below (re-optimised) miss the
+   target, the *late* routes: the counting model by relax-and-fix on larger mixed-shape rounds
+   (:mod:`.relax_fix_route`); the tightest super-machine's points packed onto the servers by
+   CP-SAT (``packing``, :mod:`.packing_route`; a packing is worth that super-machine's optimum,
+   the bound); on rounds of one-GPU jobs, branch-and-price's root, its integer master and one
+   dive, in-process (``pattern-root``, :mod:`.pattern_route`); on split-penalty rounds where a
+   job filling every server it fits on strands the rest of it, the counting model over the
+   points of a super-machine that charges it the whole server (``counting-full-servers``,
+   :mod:`.full_servers`; that model's bound also lowers the target and the reported bound); and
+   where the super-machine's points cannot all be realised, the same counting model over each
+   job's point and the three best points below it (``counting-near``); beside the late routes,
+   in a child process under a time limit on split-penalty rounds, branch-and-price's root and
+   its dive to one packed leaf (``pattern-dive``, :mod:`.pattern_dive`), whose plan joins
+   theirs;
 3. each plan is deployed at the super-machine points when a max-flow fits their cores and
    memory (:mod:`.transport`: a job's cores and memory may sit on any server where it has
    GPUs), else repaired by swapping whole jobs out of the servers of the flow's minimum
