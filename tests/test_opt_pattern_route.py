@@ -25,6 +25,8 @@ from synergy_opt.mechanisms.opt.pattern_route import (
     ROUTE_PRICING,
     pattern_root,
 )
+from synergy_opt.mechanisms.opt.points import deploy_plan
+from synergy_opt.types import build_allocation
 from tests.conftest import assert_plan_on_whole_gpus
 
 ABS_TOL: float = 1e-6
@@ -54,6 +56,25 @@ def test_route_plan_puts_every_runnable_job_whole_on_one_server() -> None:
     plan = pattern_root(ctx)
     assert_plan_on_whole_gpus(ctx, plan)
     assert all(len(parts) == 1 for parts in plan.values())
+
+
+@pytest.mark.parametrize("family", ["single-gpu", "cpu-scarce", "mem-scarce"])
+@pytest.mark.parametrize("seed", range(4))
+def test_route_plan_deploys_to_a_checked_allocation_within_the_bound(
+    family: str, seed: int
+) -> None:
+    """Wherever the route gives a plan, its points (as they are or re-optimised) make an
+    allocation the checker accepts, fair share kept, at most the super-machine's optimum."""
+    inst = family_round(family, 32, seed)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    plan = pattern_root(ctx)
+    assert_plan_on_whole_gpus(ctx, plan)
+    _, placements = deploy_plan(ctx, plan)
+    alloc = build_allocation(inst, "opt", placements)
+    assert check_allocation(inst, alloc, fair_share=True) == []
+    assert alloc.total_throughput <= ctx.optimum + ABS_TOL
+    assert len(alloc.jobs) == len(ctx.runnable)
 
 
 def test_same_round_same_bytes() -> None:
