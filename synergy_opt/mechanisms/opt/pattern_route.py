@@ -10,10 +10,10 @@ MIP whose identical servers HiGHS branches over slowly: on single-GPU 128-GPU ro
 cheap routes missed, its node-limited MIP took 80-570 ms (seeds 1, 7, 12, 16) and often
 found nothing better than ``balanced``.  Branch-and-price's root (column generation), its
 integer master over the root's patterns and one dive to a leaf packed at its points
-(``dive_only``) take 60-140 ms on the ten such rounds among seeds 0-39; with it ``opt``
-reaches the proven optima of seeds 12, 27 and 38 (it stopped 0.11-0.22 % short) and
-raises seeds 1 and 18 (167.15 -> 167.68, 173.12 -> 173.22).  On seeds 7 and 35 it stops
-within the target gap a little lower (173.15 and 174.17 against 173.19 and 174.28).
+(``dive_only``) take 60-140 ms on the ten such rounds among seeds 0-39.  With it ``opt``
+reaches the proven optima of seeds 12, 27 and 38 (it stopped 0.11-0.22 % short), the bound
+on seed 18 (173.12 -> 173.25, after the packing, below) and raises seed 1 (167.15 ->
+167.68, optimum 167.87); the other five end where they did.
 
 So on such rounds this route takes the counting route's place (which then stands aside,
 while :data:`PATTERN_ROOT_ROUTE` is on), as a late route: it runs only where the cheap
