@@ -74,6 +74,16 @@ def gpu_parts(inst: RoundInstance, gpus: Sequence[tuple[int, int]]) -> list[Plac
     return [PlacementPart(servers[s].name, k, 0, 0.0) for s, k in gpus]
 
 
+def gpu_plan(inst: RoundInstance, placements: Mapping[str, Sequence[PlacementPart]]) -> GpuPlan:
+    """An allocation's placements as a :data:`GpuPlan` (cores and memory dropped: the
+    mechanism decides them again on the plan), each job's parts in server order."""
+    index = {server.name: i for i, server in enumerate(inst.cluster.servers)}
+    return {
+        jid: tuple(sorted((index[p.server], p.gpus) for p in parts))
+        for jid, parts in placements.items()
+    }
+
+
 def whole_share_floor(inst: RoundInstance, job: Job, server: int) -> float:
     """``job``'s fair-share throughput whole on ``server``: under the per-server rule on
     mixed shapes that server's share, not the smallest over the servers the job may use

@@ -34,7 +34,7 @@ import logging
 import math
 
 from synergy_opt.formulations.branch_price import branch_and_price
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError, gpu_plan
 from synergy_opt.mechanisms.opt.routes import route
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,5 @@ def pattern_root(ctx: RoundContext) -> GpuPlan:
     )
     if res is None or res.objective is None or len(res.placements) != len(ctx.runnable):
         raise RoundingError("no allocation of the runnable set from the root or its dive")
-    index = {server.name: i for i, server in enumerate(ctx.inst.cluster.servers)}
     log.info("opt on %s: %s: %.6g by %s", ctx.inst.name, PATTERN_ROOT, res.objective, res.source)
-    return {
-        jid: tuple(sorted((index[p.server], p.gpus) for p in parts))
-        for jid, parts in res.placements.items()
-    }
+    return gpu_plan(ctx.inst, res.placements)

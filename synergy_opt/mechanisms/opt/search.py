@@ -116,6 +116,13 @@ def replaying(outcome: GpuPlan | RoundingError) -> RoutePlan:
     return plan_of
 
 
+def skipped(ctx: RoundContext, any_spreads: bool, spread_only: bool, one_gpu_only: bool) -> bool:
+    """Whether a route so flagged (:class:`.routes.Route`) sits this round out: a
+    spread-only route where nothing may spread (it would only repeat a packing), a
+    one-GPU-only route where a job asks for several GPUs."""
+    return (spread_only and not any_spreads) or (one_gpu_only and not one_gpu_jobs(ctx))
+
+
 def run_late_routes(
     ctx: RoundContext,
     state: State | None,
@@ -134,7 +141,7 @@ def run_late_routes(
     (mixed shapes 128 GPUs seed 1191: 103.57 in 5.8 s CPU, where the search alone
     gets 103.50 in 20 s)."""
     for r in late_routes():
-        if (r.spread_only and not any_spreads) or (r.one_gpu_only and not one_gpu_jobs(ctx)):
+        if skipped(ctx, any_spreads, r.spread_only, r.one_gpu_only):
             continue
         if state is not None and state.total >= BEST_SO_FAR_MIN_SHARE * ctx.optimum:
             ctx.memo[BEST_SO_FAR] = state.plan
@@ -326,9 +333,7 @@ class RoundSearch:
         ctx, target = self.ctx, self.target
         deferred: list[tuple[_Try, int]] = []
         for t in self._tries():
-            if t.spread_only and not self.any_spreads:
-                continue  # nothing may spread: the route would only repeat a packing
-            if t.one_gpu_only and not one_gpu_jobs(ctx):
+            if skipped(ctx, self.any_spreads, t.spread_only, t.one_gpu_only):
                 continue
             if t.bound_of is not None:
                 bound = t.bound_of(ctx)
