@@ -79,6 +79,8 @@ class PackingModel:
     pq: tuple[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...], ...] = ()
     #: Per free group, (option, f[e, o]) pairs.
     f: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...] = ()
+    #: Per spread job, (server, u[j, s]): whether it has a part there.
+    u: tuple[tuple[tuple[int, cp_model.IntVar], ...], ...] = ()
 
 
 def build_packing_cp(
@@ -121,6 +123,7 @@ def build_packing_cp(
         n_vars.append(tuple(got))
     a_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     pq_vars: list[tuple[tuple[int, cp_model.IntVar, cp_model.IntVar], ...]] = []
+    u_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     used: list[cp_model.IntVar] = []
     for j, sj in enumerate(data.spread):
         g, mu = sj.job.gpus, demand(sj.mem_gb)
@@ -128,6 +131,7 @@ def build_packing_cp(
         cores: list[cp_model.IntVar] = []
         gbs: list[cp_model.IntVar] = []
         drawn: list[tuple[int, cp_model.IntVar, cp_model.IntVar]] = []
+        flags: list[tuple[int, cp_model.IntVar]] = []
         for s in sj.servers:
             top = min(g, G[s])
             if top <= 0:
@@ -142,6 +146,7 @@ def build_packing_cp(
             m.add(q <= M[s] * u).with_name(f"pk7_part_mem[{j},{s}]")
             parts.append((s, a))
             drawn.append((s, p, q))
+            flags.append((s, u))
             used.append(u)
             cores.append(p)
             gbs.append(q)
@@ -153,6 +158,7 @@ def build_packing_cp(
         m.add(sum(gbs) == mu).with_name(f"pk4_spread_mem[{j}]")
         a_vars.append(tuple(parts))
         pq_vars.append(tuple(drawn))
+        u_vars.append(tuple(flags))
     f_vars: list[tuple[tuple[int, cp_model.IntVar], ...]] = []
     worth: list[cp_model.LinearExprT] = []
     for e, fr in enumerate(data.free):
@@ -187,7 +193,9 @@ def build_packing_cp(
         m.maximize(total)
     elif fewest_parts and used:
         m.minimize(sum(used))
-    return PackingModel(m, tuple(n_vars), tuple(a_vars), tuple(pq_vars), tuple(f_vars))
+    return PackingModel(
+        m, tuple(n_vars), tuple(a_vars), tuple(pq_vars), tuple(f_vars), tuple(u_vars)
+    )
 
 
 def solve_packing(
@@ -201,6 +209,7 @@ def solve_packing(
     hint: PlanView | None = None,
     hint_points: Mapping[str, tuple[int, float, float]] | None = None,
     whole: Mapping[tuple[int, int], int] | None = None,
+    hint_resources: Mapping[str, tuple[tuple[int, int, float], ...]] | None = None,
 ) -> PackingResult:
     """A first packing of ``data`` within ``deterministic_s`` of CP-SAT's deterministic time
     (about seconds of one core) and, where given, ``time_limit`` wall seconds; with
@@ -208,12 +217,16 @@ def solve_packing(
     (``hint``: a packing to start from, e.g. a first one, ``hint_points`` its free jobs'
     points), with ``most_worth`` the one whose free jobs are worth most, and its bound.
     ``whole`` fixes every n[d, s] (missing pairs at 0): only the spread jobs are then
-    placed, around those whole jobs.
+    placed, around those whole jobs.  ``hint_resources``: the cores and GB the hint's spread
+    jobs draw from each server (:attr:`PackingResult.resources`), which completes the hint:
+    without them CP-SAT must first rebuild the hint's packing from its GPUs alone, and
+    within a small budget often did not (multi-GPU 128 GPUs seeds 7 and 72, no packing in
+    0.5 units from a packing's own GPUs).
     ``relax``: the relaxation of :func:`build_packing_cp` (its verdicts are proofs)."""
     t0 = time.perf_counter()
     pm = build_packing_cp(data, fewest_parts=fewest_parts, most_worth=most_worth, relax=relax)
     if hint is not None:
-        _add_hint(data, pm, hint, hint_points)
+        _add_hint(data, pm, hint, hint_points, hint_resources)
     if whole is not None:
         for d, got in enumerate(pm.n):
             for s, v in got:
@@ -249,13 +262,27 @@ def solve_packing(
     return PackingResult(status, None, seconds, dtime, worth_bound=bound)
 
 
+def whole_counts(data: PackingData, plan: PlanView) -> dict[tuple[int, int], int]:
+    """``plan``'s whole jobs as counts per (group, server): :func:`solve_packing`'s
+    ``whole``, which keeps them where ``plan`` puts them."""
+    out: dict[tuple[int, int], int] = {}
+    for d, gr in enumerate(data.groups):
+        for job in gr.jobs:
+            (s, _), *_ = plan[job.id]
+            out[d, s] = out.get((d, s), 0) + 1
+    return out
+
+
 def _add_hint(
     data: PackingData,
     pm: PackingModel,
     plan: PlanView,
     points: Mapping[str, tuple[int, float, float]] | None = None,
+    resources: Mapping[str, tuple[tuple[int, int, float], ...]] | None = None,
 ) -> None:
-    """``plan``'s values as CP-SAT's hint for every n and a variable, and every f where
+    """``plan``'s values as CP-SAT's hint for every n and a variable; every u, p and q
+    where ``resources`` gives the spread jobs' cores and GB per server (a complete hint;
+    without it those stay CP-SAT's to choose, as before it existed); every f where
     ``points`` gives the free jobs' points."""
     for gr, got in zip(data.groups, pm.n, strict=True):
         on: dict[int, int] = {}
@@ -268,6 +295,16 @@ def _add_hint(
         gpus = dict(plan[sj.job.id])
         for s, v in parts:
             pm.model.add_hint(v, gpus.get(s, 0))
+    if resources is not None:
+        for sj, flags, drawn in zip(data.spread, pm.u, pm.pq, strict=True):
+            gpus = dict(plan[sj.job.id])
+            for s, u in flags:
+                pm.model.add_hint(u, int(gpus.get(s, 0) > 0))
+            drew = {s: (c, gb) for s, c, gb in resources.get(sj.job.id, ())}
+            for s, p, q in drawn:
+                c, gb = drew.get(s, (0, 0.0))
+                pm.model.add_hint(p, c)
+                pm.model.add_hint(q, round(gb / MEM_UNIT_GB))
     if points is None:
         return
     for fr, options in zip(data.free, pm.f, strict=True):

@@ -18,7 +18,8 @@ Measured (``opt``, no time limit): split penalties 128 GPUs seed 4, 58.296 after
 counting routes and the search) -> 58.467, the proven optimum, in about 2 s; multi-GPU 128
 GPUs seed 7, 92.17 -> 92.67, the bound.  A packing with the fewest parts is then sought
 within a small extra budget (:data:`FEWER_PARTS_DETERMINISTIC_S`), since a first packing
-spreads free jobs freely.
+spreads free jobs freely (its whole jobs kept where they are: the spread jobs are placed
+again around them, from a complete hint).
 """
 
 from __future__ import annotations
@@ -66,8 +67,15 @@ PACKING_DETERMINISTIC_S: float = 1.5
 #: unhinted packing hit its limit, so every packing found or refuted before stays as it was,
 #: and only from a plan near the bound (``context.BEST_SO_FAR_MIN_SHARE``).
 HINTED_PACKING: bool = True
-#: The extra budget for a packing with fewer parts, started from the first one.
-FEWER_PARTS_DETERMINISTIC_S: float = 0.5
+#: The extra budget for a packing with fewer parts, started from the first one (a complete
+#: hint: its GPUs, cores and memory) with its whole jobs kept where they are, so that only
+#: the spread jobs are placed again.  On the whole model, from the first packing's GPUs
+#: alone, 0.5 units found no packing with fewer parts on multi-GPU 128 GPUs seeds 7, 18
+#: and 72 (no packing at all on 7 and 72) and took 0.6-1.0 s of the round's 1.3-1.7 s; from
+#: a complete hint the whole model still kept the first packing.  With the whole jobs kept,
+#: 0.2 units took 0.4 s and cut the parts 108 -> 89, 119 -> 97 and 101 -> 88 (fragmented
+#: jobs 19 -> 14, 16 -> 13, 20 -> 14); 0.1 units 92, 99 and 98, 0.5 units 86, 94 and 87.
+FEWER_PARTS_DETERMINISTIC_S: float = 0.2
 #: Under a time limit, the share of what is left that each CP-SAT solve may use.
 PACKING_TIME_SHARE: float = 0.25
 #: The route declines rounds whose spread jobs have more (job, server) pairs than this: on
@@ -111,6 +119,12 @@ SPREAD_DETERMINISTIC_S: float = 0.2
 #: packing).  Where the budget runs out, the integral contents are tried, and then CP-SAT
 #: again with its whole budget.
 QUICK_DETERMINISTIC_S: float = 0.25
+#: Where every job the packing may spread spreads for free (split penalty 1, the multi-GPU
+#: mix), the integral contents come before CP-SAT's quick try: no penalised spread job makes
+#: an integral solution whose spread jobs do not fit costly there, and the quick try spent
+#: its whole budget for nothing on multi-GPU 128 GPUs seeds 7 and 18 (0.5-0.75 s), where the
+#: first contents pack in 0.06-0.1 s.  Off only to measure it.
+CONTENTS_FIRST: bool = True
 #: :attr:`BoundPoints.name` of the full-server super-machine's points.
 FULL_SERVER_POINTS: str = "full-server"
 #: The full-server super-machine's points are packed where its optimum is below the pooled
@@ -162,10 +176,11 @@ def pack(
     share: float = PACKING_TIME_SHARE,
     hint: GpuPlan | None = None,
 ) -> PackingResult:
-    """A packing of the runnable jobs at ``bp``'s points (then one with fewer parts, within
-    :data:`FEWER_PARTS_DETERMINISTIC_S`), each solve with ``share`` of what is left of the
-    clock; a solve the clock cut is recorded in ``ctx.time_stops``.  First the pattern LP
-    (:data:`PACKING_LP`): a refutation ends it; else CP-SAT within
+    """A packing of the runnable jobs at ``bp``'s points (then one with fewer parts, its
+    whole jobs kept, within :data:`FEWER_PARTS_DETERMINISTIC_S`), each solve with ``share``
+    of what is left of the clock; a solve the clock cut is recorded in ``ctx.time_stops``.
+    First the pattern LP (:data:`PACKING_LP`): a refutation ends it; else (the contents
+    first where :data:`CONTENTS_FIRST` applies) CP-SAT within
     :data:`QUICK_DETERMINISTIC_S`, the LP's integral contents (:func:`_by_contents`), and
     CP-SAT within :data:`PACKING_DETERMINISTIC_S` (without the LP: that last one alone).
     Where the budget ran out with no packing and ``hint`` (a plan of every runnable job) is
@@ -199,16 +214,24 @@ def pack(
         listing, lp = verdict.listing, verdict.matrix
 
     def solve(
-        budget: float, hint: GpuPlan | None = None, *, fewest_parts: bool = False
+        budget: float, hint: GpuPlan | None = None, *, fewer_than: PackingResult | None = None
     ) -> PackingResult:
-        """One CP-SAT solve with ``share`` of what is left; a cut by the clock recorded."""
+        """One CP-SAT solve with ``share`` of what is left; a cut by the clock recorded.
+        ``fewer_than``: a packing to start from, its whole jobs kept, for fewer parts."""
         left = ctx.clock.left()
         res = packing_cp.solve_packing(
             data,
             deterministic_s=budget,
             time_limit=None if left is None else left * share,
-            fewest_parts=fewest_parts,
-            hint=hint,
+            fewest_parts=fewer_than is not None,
+            hint=hint if fewer_than is None else fewer_than.plan,
+            hint_points=None if fewer_than is None else fewer_than.points,
+            hint_resources=None if fewer_than is None else fewer_than.resources,
+            whole=(
+                None
+                if fewer_than is None or fewer_than.plan is None
+                else packing_cp.whole_counts(data, fewer_than.plan)
+            ),
         )
         if res.status is TerminationStatus.TIME_LIMIT:
             ctx.time_stops.append("packing")
@@ -217,9 +240,12 @@ def pack(
     if listing is None:
         res = solve(PACKING_DETERMINISTIC_S)
     else:  # CP-SAT's quick packings first, then the LP's integral contents, then CP-SAT
-        res = solve(QUICK_DETERMINISTIC_S)
+        first = CONTENTS_FIRST and all(sj.job.split_penalty >= 1.0 for sj in data.spread)
+        found = _by_contents(ctx, data, listing, share, lp) if first else None
+        res = found if found is not None else solve(QUICK_DETERMINISTIC_S)
         if res.status is TerminationStatus.LIMIT:
-            found = _by_contents(ctx, data, listing, share, lp)
+            if not first:
+                found = _by_contents(ctx, data, listing, share, lp)
             if found is None and PACKING_FLOW and _flow_refutes(ctx, bp, data, share):
                 return packing_cp.PackingResult(TerminationStatus.INFEASIBLE, None, 0.0, 0.0)
             res = found if found is not None else solve(PACKING_DETERMINISTIC_S)
@@ -238,7 +264,7 @@ def pack(
         )
     if res.plan is None or not data.spread:
         return res
-    fewer = solve(FEWER_PARTS_DETERMINISTIC_S, res.plan, fewest_parts=True)
+    fewer = solve(FEWER_PARTS_DETERMINISTIC_S, fewer_than=res)
     if fewer.plan is not None and _parts(fewer.plan) < _parts(res.plan):
         return fewer
     return res
