@@ -1,7 +1,7 @@
 """The packing route's second step: a packing with fewer parts (``packing_route.pack``).
 
-Where every job the packing may spread spreads for free (the multi-GPU mix), the pattern
-LP's integral contents come first, then a packing with fewer parts that keeps the first
+Where every job the packing may spread spreads for free (the multi-GPU mix) or none spreads
+(rounds of one-GPU jobs), the pattern LP's integral contents come first, then a packing with fewer parts that keeps the first
 one's whole jobs where they are, started from a complete hint (GPUs, cores and GB of every
 spread job).  Multi-GPU 128 GPUs seed 7, before: CP-SAT's quick try found nothing in 0.25
 units, the contents packed at attempt 0 (108 parts, 19 jobs fragmented), and the
@@ -104,6 +104,20 @@ def test_free_spreading_rounds_try_the_contents_before_cp_sat(
     first_kw, first = rec.calls[0]
     assert first_kw.get("whole") is not None and first.plan is not None  # the contents
     assert all(kw.get("whole") is not None for kw, _ in rec.calls)  # no solve of the whole model
+
+
+def test_rounds_of_one_gpu_jobs_try_the_contents_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No job spreads at all: an integral solution of the contents is a packing (single-GPU
+    512 GPUs seed 5: the quick try found nothing there, 0.4 s, before the contents)."""
+    rec = _Recorder(monkeypatch)
+    ctx = Opt().context(family_round("single-gpu", 512, 5))
+    assert ctx is not None
+    bp = bound_points(ctx)
+    assert not route_packing_data(ctx, bp).spread
+    res = pack(ctx, bp)
+    assert res.status is TerminationStatus.OPTIMAL and res.plan is not None
+    assert len(rec.calls) == 1 and rec.calls[0][0].get("whole") is not None
+    assert set(res.plan) == {j.id for j in ctx.runnable}
 
 
 def test_penalised_spreading_keeps_cp_sat_first(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,10 +120,13 @@ SPREAD_DETERMINISTIC_S: float = 0.2
 #: again with its whole budget.
 QUICK_DETERMINISTIC_S: float = 0.25
 #: Where every job the packing may spread spreads for free (split penalty 1, the multi-GPU
-#: mix), the integral contents come before CP-SAT's quick try: no penalised spread job makes
-#: an integral solution whose spread jobs do not fit costly there, and the quick try spent
-#: its whole budget for nothing on multi-GPU 128 GPUs seeds 7 and 18 (0.5-0.75 s), where the
-#: first contents pack in 0.06-0.1 s.  Off only to measure it.
+#: mix), or none spreads (rounds of one-GPU jobs: there an integral solution of the contents
+#: is itself a packing), the integral contents come before CP-SAT's quick try: no penalised
+#: spread job makes an integral solution whose spread jobs do not fit costly there.  The
+#: quick try spent its whole budget for nothing on multi-GPU 128 GPUs seeds 7 and 18
+#: (0.5-0.75 s), where the first contents pack in 0.06-0.1 s, and on six single-GPU 512-GPU
+#: rounds of seeds 0-39 (``opt`` 0.53-0.70 s -> 0.14-0.22 s, the same answers).  Off only
+#: to measure it.
 CONTENTS_FIRST: bool = True
 #: :attr:`BoundPoints.name` of the full-server super-machine's points.
 FULL_SERVER_POINTS: str = "full-server"
