@@ -1,7 +1,7 @@
 """The packing route's steps as shipped against the steps before 2026-12-06 (fifth session),
 side by side in one run.
 
-python bench/bench_packing_steps.py [--rounds multi-gpu:128:7,18,72 ...] [--passes 3]
+python bench/bench_packing_steps.py [--rounds multi-gpu:128:7,18,72 ...] [--passes 3] [--quick]
 
 For each round, ``opt``'s packing route (``packing_route.pack`` at the tightest
 super-machine's points) runs twice per pass, interleaved:
@@ -109,10 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         help="FAMILY:GPUS:SEED,... (repeatable; default: the fifth session's rounds)",
     )
     ap.add_argument("--passes", type=int, default=3, help="passes over the rounds (3)")
+    ap.add_argument("--quick", action="store_true", help="multi-GPU 128 seed 7, one pass")
     args = ap.parse_args(argv)
     if args.passes < 1:
         ap.error("--passes must be at least 1")
     rounds = [r for group in (args.rounds or map(_rounds, DEFAULT_ROUNDS)) for r in group]
+    if args.quick:
+        rounds, args.passes = rounds[:1], 1
     packing_route.load_packing_solver()
     ctxs = []
     for family, gpus, seed in rounds:

@@ -1,12 +1,13 @@
 """The packing route's second step: a packing with fewer parts (``packing_route.pack``).
 
 Where every job the packing may spread spreads for free (the multi-GPU mix) or none spreads
-(rounds of one-GPU jobs), the pattern LP's integral contents come first, then a packing with fewer parts that keeps the first
-one's whole jobs where they are, started from a complete hint (GPUs, cores and GB of every
-spread job).  Multi-GPU 128 GPUs seed 7, before: CP-SAT's quick try found nothing in 0.25
-units, the contents packed at attempt 0 (108 parts, 19 jobs fragmented), and the
-fewer-parts solve on the whole model, hinted by the GPUs alone, found no packing in 0.5
-units: 2.3 s of CPU for 19 fragmented jobs.  Now 89 parts, 14 fragmented, in about 0.8 s.
+(rounds of one-GPU jobs), the pattern LP's integral contents come first, then a packing with
+fewer parts that keeps the first one's whole jobs where they are, started from a complete
+hint (GPUs, cores and GB of every spread job).  Multi-GPU 128 GPUs seed 7, before: CP-SAT's
+quick try found nothing in 0.25 units, the contents packed at attempt 0 (108 parts, 19 jobs
+fragmented), and the fewer-parts solve on the whole model, hinted by the GPUs alone, found
+no packing in 0.5 units: 2.3 s of CPU for 19 fragmented jobs.  Now 89 parts, 14
+fragmented, in about 0.8 s.
 """
 
 from __future__ import annotations
