@@ -75,6 +75,8 @@ HINTED_PACKING: bool = True
 #: a complete hint the whole model still kept the first packing.  With the whole jobs kept,
 #: 0.2 units took 0.4 s and cut the parts 108 -> 89, 119 -> 97 and 101 -> 88 (fragmented
 #: jobs 19 -> 14, 16 -> 13, 20 -> 14); 0.1 units 92, 99 and 98, 0.5 units 86, 94 and 87.
+#: (Seed 72's first packing there was the quick try's; with :data:`CONTENTS_FIRST` it is
+#: the contents', 115 parts, which 0.2 units cut to 93, 17 fragmented.)
 FEWER_PARTS_DETERMINISTIC_S: float = 0.2
 #: Under a time limit, the share of what is left that each CP-SAT solve may use.
 PACKING_TIME_SHARE: float = 0.25
