@@ -284,13 +284,10 @@ def _add_hint(
     where ``resources`` gives the spread jobs' cores and GB per server (a complete hint;
     without it those stay CP-SAT's to choose, as before it existed); every f where
     ``points`` gives the free jobs' points."""
-    for gr, got in zip(data.groups, pm.n, strict=True):
-        on: dict[int, int] = {}
-        for job in gr.jobs:
-            (s, _), *_ = plan[job.id]
-            on[s] = on.get(s, 0) + 1
+    on = whole_counts(data, plan)
+    for d, got in enumerate(pm.n):
         for s, v in got:
-            pm.model.add_hint(v, on.get(s, 0))
+            pm.model.add_hint(v, on.get((d, s), 0))
     for sj, parts in zip(data.spread, pm.a, strict=True):
         gpus = dict(plan[sj.job.id])
         for s, v in parts:

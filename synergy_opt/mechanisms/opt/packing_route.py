@@ -29,7 +29,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from synergy_opt.formulations.packing_data import PackingData, packing_data
 from synergy_opt.formulations.packing_flow import FlowVerdict, refute_by_flow
@@ -218,25 +218,16 @@ def pack(
             )
         listing, lp = verdict.listing, verdict.matrix
 
-    def solve(
-        budget: float, hint: GpuPlan | None = None, *, fewer_than: PackingResult | None = None
-    ) -> PackingResult:
-        """One CP-SAT solve with ``share`` of what is left; a cut by the clock recorded.
-        ``fewer_than``: a packing to start from, its whole jobs kept, for fewer parts."""
+    def solve(budget: float, **options: Any) -> PackingResult:
+        """One CP-SAT solve with ``share`` of what is left (``options``: the rest of
+        :func:`~synergy_opt.formulations.packing_cp.solve_packing`'s); a cut by the clock
+        recorded."""
         left = ctx.clock.left()
         res = packing_cp.solve_packing(
             data,
             deterministic_s=budget,
             time_limit=None if left is None else left * share,
-            fewest_parts=fewer_than is not None,
-            hint=hint if fewer_than is None else fewer_than.plan,
-            hint_points=None if fewer_than is None else fewer_than.points,
-            hint_resources=None if fewer_than is None else fewer_than.resources,
-            whole=(
-                None
-                if fewer_than is None or fewer_than.plan is None
-                else packing_cp.whole_counts(data, fewer_than.plan)
-            ),
+            **options,
         )
         if res.status is TerminationStatus.TIME_LIMIT:
             ctx.time_stops.append("packing")
@@ -260,7 +251,7 @@ def pack(
         and hint is not None
         and all(j.id in hint for j in ctx.runnable)
     ):
-        res = solve(PACKING_DETERMINISTIC_S, hint)
+        res = solve(PACKING_DETERMINISTIC_S, hint=hint)
         log.info(
             "packing from the best plan so far: %s in %.3f s (%.3f deterministic)",
             res.status,
@@ -269,7 +260,14 @@ def pack(
         )
     if res.plan is None or not data.spread:
         return res
-    fewer = solve(FEWER_PARTS_DETERMINISTIC_S, fewer_than=res)
+    fewer = solve(  # from the first packing, whole and complete, its whole jobs kept
+        FEWER_PARTS_DETERMINISTIC_S,
+        fewest_parts=True,
+        hint=res.plan,
+        hint_points=res.points,
+        hint_resources=res.resources,
+        whole=packing_cp.whole_counts(data, res.plan),
+    )
     if fewer.plan is not None and _parts(fewer.plan) < _parts(res.plan):
         return fewer
     return res
