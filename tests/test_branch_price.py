@@ -23,6 +23,7 @@ from synergy_opt.formulations import branch_node as bnode
 from synergy_opt.formulations import branch_points as bpts
 from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations import counting, counting_fast
+from synergy_opt.formulations.packing_exact import refute_exactly
 from synergy_opt.formulations.packing_flow import REFUTED, UNKNOWN, FlowVerdict
 from synergy_opt.formulations.patterns import Pattern
 from synergy_opt.formulations.patterns_fast import _seed_patterns
@@ -871,7 +872,9 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
     tiny, the verdict 'unknown'): the leaves go on to their MIP slices, and where those
     stall the flow runs again with the time left and refutes them; the search proves the
     optimum (35.6705, as the search with its flows and without them proves).  Without the
-    late flow the first stalled leaf ends the search, unproven."""
+    late flow the exact packing program refutes the stalled leaves (``EXACT_LATE``) and the
+    search proves the same optimum; without either the first stalled leaf ends the search,
+    unproven."""
     inst = family_round("split-penalty", 64, 3)
     run = select_runnable(inst)
     real = bp.refute_by_flow
@@ -896,6 +899,21 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
     assert late and got.refuted == late.count(REFUTED) >= 1
     calls.clear()
     monkeypatch.setattr(bp, "FLOW_LATE", False)
+    # the exact packing program, asked last (EXACT_LATE), refutes the stalled leaves instead
+    asked: list[str] = []
+
+    def exact(pdata: Any, seconds: float) -> Any:
+        verdict = refute_exactly(pdata, seconds)
+        asked.append(verdict.status)
+        return verdict
+
+    monkeypatch.setattr(bp, "refute_exactly", exact)
+    by_exact = bp.branch_and_price(inst, run, time_limit=120)
+    assert by_exact is not None and by_exact.proven
+    assert by_exact.objective == pytest.approx(35.6705, abs=1e-6)
+    assert "infeasible" in asked and by_exact.refuted == asked.count("infeasible")
+    calls.clear()
+    monkeypatch.setattr(bp, "EXACT_LATE", False)
     cut = bp.branch_and_price(inst, run, time_limit=120)
     assert cut is not None and not cut.proven and cut.stop == bp.STOP_LEAF_POINTS
     assert all(seconds < 1.0 for seconds, _ in calls) and cut.refuted == 0

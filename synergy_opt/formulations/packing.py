@@ -26,6 +26,9 @@ server to (pk8)-(pk10)).
 :func:`build_packing_lp` is the reference of its pattern LP (``formulations/packing_lp.md``),
 whose positive shortfall proves that no packing exists; the fast path is
 :mod:`~synergy_opt.formulations.packing_lp`, over the same listing of server contents.
+:func:`build_packing_exact` is the reference of the exact program over (content, spread
+jobs) columns (``formulations/packing_exact.md``); its fast path is
+:mod:`~synergy_opt.formulations.packing_exact`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from synergy_opt.formulations.packing_data import (
     WholeGroup,
     packing_data,
 )
+from synergy_opt.formulations.packing_exact import ExactListing
 from synergy_opt.formulations.packing_flow import FlowGraph
 from synergy_opt.formulations.packing_lp import PatternListing
 
@@ -49,6 +53,7 @@ __all__ = [
     "SpreadJob",
     "WholeGroup",
     "build_packing",
+    "build_packing_exact",
     "build_packing_lp",
     "packing_data",
 ]
@@ -317,4 +322,63 @@ def build_packing_flow(fg: FlowGraph) -> pyo.ConcreteModel:
     def pf9_share_cap(m: pyo.ConcreteModel, k: int, e: int, j: int) -> Any:
         return m.share[k, e, j] <= fg.spread[j][1] * m.end[k, e]
 
+    return m
+
+
+def build_packing_exact(lst: ExactListing) -> pyo.ConcreteModel:
+    """(pe1)-(pe9) of ``formulations/packing_exact.md`` over ``lst``'s columns (Pyomo): a
+    feasibility model, its objective a constant 0."""
+    m = pyo.ConcreteModel(name="packing_exact")
+    cols = [(k, c) for k, sc in enumerate(lst.classes) for c in range(len(sc.columns))]
+    parts = [(k, c, j) for k, c in cols for j in lst.classes[k].columns[c][1]]
+    m.z = pyo.Var(cols, domain=pyo.NonNegativeIntegers, doc="servers with column c of class k")
+    m.a = pyo.Var(parts, domain=pyo.NonNegativeIntegers, doc="spread job j's GPUs there")
+    m.p = pyo.Var(parts, domain=pyo.NonNegativeIntegers, doc="its cores there")
+    m.q = pyo.Var(parts, domain=pyo.NonNegativeReals, doc="its memory units there")
+    m.pe0_feasibility = pyo.Objective(expr=0.0)
+
+    def held(k: int, c: int, d: int) -> int:
+        sc = lst.classes[k]
+        i = sc.columns[c][0]
+        return int(sc.contents[i, sc.groups.index(d)]) if d in sc.groups else 0
+
+    def left(k: int, c: int) -> tuple[int, int, int]:
+        return lst.classes[k].left(lst.classes[k].columns[c][0], lst.demands(k))
+
+    @m.Constraint(range(len(lst.classes)))
+    def pe1_servers(m: pyo.ConcreteModel, k: int) -> Any:
+        n = len(lst.classes[k].columns)
+        return pyo.quicksum(m.z[k, c] for c in range(n)) <= len(lst.classes[k].servers)
+
+    @m.Constraint(range(len(lst.data.groups)))
+    def pe2_whole_jobs(m: pyo.ConcreteModel, d: int) -> Any:
+        got = [held(k, c, d) * m.z[k, c] for k, c in cols if held(k, c, d)]
+        need = len(lst.data.groups[d].jobs)
+        return pyo.quicksum(got) == need if got else pyo.Constraint.Infeasible
+
+    def spread_row(j: int, var: Any, r: int, equal: bool) -> Any:
+        got = [var[k, c, jj] for k, c, jj in parts if jj == j]
+        need = lst.spread_need[j][r]
+        if not got:
+            return pyo.Constraint.Infeasible if need > 0 else pyo.Constraint.Skip
+        return pyo.quicksum(got) == need if equal else pyo.quicksum(got) >= need
+
+    js = range(len(lst.spread_need))
+    m.pe3_spread_gpus = pyo.Constraint(js, rule=lambda m, j: spread_row(j, m.a, 0, True))
+    m.pe4_spread_cpus = pyo.Constraint(js, rule=lambda m, j: spread_row(j, m.p, 1, False))
+    m.pe5_spread_mem = pyo.Constraint(js, rule=lambda m, j: spread_row(j, m.q, 2, False))
+
+    @m.Constraint(parts)
+    def pe6_part_gpus(m: pyo.ConcreteModel, k: int, c: int, j: int) -> Any:
+        return m.a[k, c, j] >= m.z[k, c]
+
+    spread_cols = [(k, c) for k, c in cols if lst.classes[k].columns[c][1]]
+
+    def cap(k: int, c: int, var: Any, r: int) -> Any:
+        used = pyo.quicksum(var[k, c, j] for j in lst.classes[k].columns[c][1])
+        return used <= left(k, c)[r] * m.z[k, c]
+
+    m.pe7_gpus_left = pyo.Constraint(spread_cols, rule=lambda m, k, c: cap(k, c, m.a, 0))
+    m.pe8_cpus_left = pyo.Constraint(spread_cols, rule=lambda m, k, c: cap(k, c, m.p, 1))
+    m.pe9_mem_left = pyo.Constraint(spread_cols, rule=lambda m, k, c: cap(k, c, m.q, 2))
     return m

@@ -1,0 +1,153 @@
+"""The exact packing program over (content, spread jobs) columns
+(formulations/packing_exact.md): the matrix fast path against the Pyomo reference, its
+verdicts against CP-SAT's on the same relaxed rounding, a packing the two relaxations pass
+and it refutes, and its place at branch-and-price's stalled leaves."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyomo.environ as pyo
+import pytest
+from hypothesis import given, settings
+
+from synergy_opt.formulations import branch_price as bp
+from synergy_opt.formulations import packing
+from synergy_opt.formulations.packing_cp import solve_packing
+from synergy_opt.formulations.packing_data import PackingData, SpreadJob, WholeGroup, with_free
+from synergy_opt.formulations.packing_exact import (
+    build_exact_packing_matrix,
+    exact_listing,
+    refute_exactly,
+)
+from synergy_opt.formulations.packing_flow import refute_by_flow
+from synergy_opt.formulations.packing_lp import refute_packing
+from synergy_opt.generate import family_round
+from synergy_opt.mechanisms.packing import select_runnable
+from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
+from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
+from tests.conftest import ROOT
+from tests.test_packing import packing_cases
+
+LEAF = ROOT / "tests" / "data" / "leaf_points_split_penalty_128_seed319.json"
+
+
+def _md_names() -> set[str]:
+    text = (ROOT / "formulations" / "packing_exact.md").read_text(encoding="utf-8")
+    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
+
+
+def _job(jid: str, gpus: int) -> Job:
+    w = ThroughputMatrix(cpus=(1,), mem_gb=(1.0,), throughput=((1.0,),))
+    return Job(jid, gpus, w)
+
+
+def _cores_apart() -> PackingData:
+    """Three servers of 4 GPUs, 8 cores, 100 GB.  The 3-GPU job and the two 2-GPU jobs
+    (6 cores each) need a server each, which leaves 1 GPU and 8 cores on one server and
+    2 GPUs and 2 cores on the others.  The two spread jobs want 6 cores each: 12 of the 12
+    left, so the pattern LP (spread jobs summed) passes, but only one of them can have a
+    GPU on the server with 8 cores, and the other finds at most 4."""
+    w0, w1, w2, s0, s1 = (
+        _job(n, g) for n, g in (("w0", 3), ("w1", 2), ("w2", 2), ("s0", 2), ("s1", 2))
+    )
+    return PackingData(
+        (WholeGroup((w0,), 3, 0, 10.0, (0, 1, 2)), WholeGroup((w1, w2), 2, 6, 10.0, (0, 1, 2))),
+        (SpreadJob(s0, 6, 90.0, (0, 1, 2)), SpreadJob(s1, 6, 10.0, (0, 1, 2))),
+        ((4, 8, 100.0),) * 3,
+    )
+
+
+def _leaf() -> tuple[RoundInstance, PackingData]:
+    """The packing at the points of a leaf that held split penalties 128 seed 319 open."""
+    saved: dict[str, Any] = json.loads(LEAF.read_text(encoding="utf-8"))
+    inst = family_round(*saved["round"])
+    points = {jid: (int(c), float(m), float(w)) for jid, (c, m, w) in saved["points"].items()}
+    return inst, packing.packing_data(inst, select_runnable(inst), points, set(saved["spread"]))
+
+
+def test_pyomo_component_names_match_markdown() -> None:
+    lst = exact_listing(_cores_apart())
+    assert lst is not None
+    m = packing.build_packing_exact(lst)
+    names = {
+        c.local_name
+        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
+    }
+    assert names == _md_names()
+    rows = {r.split("[")[0] for r in build_exact_packing_matrix(lst).row_names}
+    assert rows == {n for n in _md_names() if n.startswith("pe") and n != "pe0_feasibility"}
+
+
+def _status(res: Any) -> str:
+    return {TerminationStatus.OPTIMAL: "feasible", TerminationStatus.INFEASIBLE: "infeasible"}.get(
+        res.status, "unknown"
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(packing_cases())
+def test_matrix_equals_the_reference_and_cp_sat_on_the_same_rounding(
+    case: tuple[RoundInstance, PackingData],
+) -> None:
+    """Exact: the same verdict as the Pyomo reference and as CP-SAT's relaxed model (demands
+    rounded down, capacities up, as here), which is exact for that rounding too."""
+    _, data = case
+    lst = exact_listing(data)
+    assert lst is not None  # tiny rounds: a few columns
+    fast = _status(solve_matrix(build_exact_packing_matrix(lst)))
+    ref = _status(solve_pyomo(packing.build_packing_exact(lst)))
+    cp = solve_packing(data, deterministic_s=5.0, relax=True)
+    assert cp.status in (TerminationStatus.OPTIMAL, TerminationStatus.INFEASIBLE)
+    assert fast == ref == _status(cp)
+    assert refute_exactly(data, 10.0).status == fast
+
+
+def test_refutes_what_the_pattern_lp_passes() -> None:
+    data = _cores_apart()
+    assert not refute_packing(data).refuted  # 12 spread cores of 12 left: the sums pass
+    verdict = refute_exactly(data, 10.0)
+    assert verdict.refuted and verdict.status == "infeasible"
+    assert (
+        solve_packing(data, deterministic_s=5.0, relax=True).status is TerminationStatus.INFEASIBLE
+    )
+    # with 4 cores for the second spread job it fits: s0 by the 8-core server, s1 across
+    # the two others (2 + 2 cores)
+    s0, s1 = data.spread
+    fits = PackingData(data.groups, (s0, SpreadJob(s1.job, 4, 10.0, s1.servers)), data.servers)
+    assert refute_exactly(fits, 10.0).status == "feasible"
+
+
+def test_free_classes_and_large_listings_are_not_stated() -> None:
+    data = _cores_apart()
+    gr = data.groups[1]
+    free = with_free(data, [(gr.jobs, [(0, gr.cpus, gr.mem_gb, 1.0)])], 0.0)
+    assert exact_listing(free) is None
+    assert refute_exactly(free, 1.0).status == "unknown"
+    assert exact_listing(data, limit=3) is None  # more than 3 columns
+
+
+def test_refutes_the_stalled_leaf_of_split_penalties_128_seed_319() -> None:
+    """Both relaxations pass this leaf's points (value 56.646); the program refutes them
+    (2.8 s measured), and with them the leaf, on the way to the proof of 56.466."""
+    _, data = _leaf()
+    assert not refute_packing(data).refuted
+    assert not refute_by_flow(data, 30.0).refuted
+    verdict = refute_exactly(data, 120.0)
+    assert verdict.status == "infeasible", verdict
+    assert 0 < verdict.columns <= 20_000
+
+
+def test_branch_and_price_asks_it_only_where_the_search_would_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 32 GPUs seed 1 proves without stalling: the exact program is never
+    asked (it is the search's last resort, not a step of every leaf)."""
+    inst = family_round("split-penalty", 32, 1)
+    asked: list[PackingData] = []
+    monkeypatch.setattr(bp, "refute_exactly", lambda d, t: asked.append(d) or refute_exactly(d, t))
+    res = bp.branch_and_price(inst, select_runnable(inst), time_limit=60.0)
+    assert res is not None and res.proven
+    assert asked == []
