@@ -802,7 +802,7 @@ def test_a_leaf_whose_points_do_not_pack_is_refuted(monkeypatch: pytest.MonkeyPa
         check_allocation(inst, build_allocation(inst, "bp", got.placements), fair_share=True) == []
     )
     searched = opt_exact._search(inst, run, [], 120, MechanismOptions())
-    assert searched is not None and "leaves refuted by the arc flow" in searched.detail
+    assert searched is not None and "leaves refuted by a packing proof" in searched.detail
     monkeypatch.setattr(bp, "FLOW_REFUTE", False)
     plain = bp.branch_and_price(inst, run, time_limit=120)
     # without the flow the search may or may not settle these leaves within its wall-clock

@@ -234,7 +234,8 @@ class BranchResult:
     #: why the search ended, in words for a note (:data:`STOP_PROVEN` and the others): a
     #: user reading an unproven answer learns what holds the bound
     stop: str = ""
-    #: nodes whose points the packing's arc flow proved unpackable (:data:`FLOW_REFUTE`)
+    #: nodes whose points the packing's arc flow (:data:`FLOW_REFUTE`) or the exact packing
+    #: program (:data:`EXACT_LATE`) proved unpackable
     refuted: int = 0
 
 

@@ -936,7 +936,7 @@ def _search(
         0,
         found.placements,
         f"branch-and-price, {found.nodes} nodes"
-        + (f", {found.refuted} leaves refuted by the arc flow" if found.refuted else "")
+        + (f", {found.refuted} leaves refuted by a packing proof" if found.refuted else "")
         + f": {found.stop}",
     )
 
