@@ -14,8 +14,9 @@ two proven answers differ (both are optima, so that would be a bug).  The switch
 branch-and-price's own (``formulations/branch_price.md``): ``DEFER_DIVE`` (the root dive
 leaf's reach MIP and packings after a short search), ``DIVE_FLOW`` (the root dive
 leaf's arc flow), ``DEFER_RESTART`` (each incumbent restarts that wait),
-``EAGER_POINTS`` (a node whose LP fixes every point packed at once), ``FLOW_LATE`` (a
-stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
+``EAGER_POINTS`` (a node whose LP fixes every point packed at once), ``EXACT_LATE`` (a
+stalled leaf asked the exact packing program, ``formulations/packing_exact.md``),
+``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
 ``PACK_POINTS`` (a leaf packed at its LP's points); and ``SHARE_CAP``, the arc flow's
 (pf9) cut (``formulations/packing_flow.md``).
 """
@@ -51,6 +52,7 @@ SWITCHES: dict[str, ModuleType] = {
     "DEFER_RESTART": bp,
     "DIVE_FLOW": bp,
     "EAGER_POINTS": bp,
+    "EXACT_LATE": bp,
     "FLOW_LATE": bp,
     "FLOW_REFUTE": bp,
     "PACK_POINTS": bp,
