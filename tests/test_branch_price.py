@@ -891,6 +891,7 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
     monkeypatch.setattr(bp, "FLOW_SHARE", 1e-4)
     monkeypatch.setattr(bp, "DIVE_FLOW", False)
     monkeypatch.setattr(bp, "MAX_LEAF_SLICE_S", bp.LEAF_SLICE_S)
+    monkeypatch.setattr(bp, "EXACT_EARLY", False)  # it would refute these leaves first
     got = bp.branch_and_price(inst, run, time_limit=120)
     assert got is not None and got.proven and got.stop == bp.STOP_PROVEN
     assert got.objective == pytest.approx(35.6705, abs=1e-6)
@@ -917,6 +918,45 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
     cut = bp.branch_and_price(inst, run, time_limit=120)
     assert cut is not None and not cut.proven and cut.stop == bp.STOP_LEAF_POINTS
     assert all(seconds < 1.0 for seconds, _ in calls) and cut.refuted == 0
+
+
+def test_a_small_exact_packing_is_asked_after_the_first_full_slice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same round with the flows cut short, the late flow and the late exact step off:
+    the exact program, small there, is asked when a leaf's first full MIP slice does not
+    settle it (``EXACT_EARLY``, with its share of the time, not all that is left), refutes
+    the leaves, and the search proves 35.6705; without it the first stalled leaf ends it."""
+    inst = family_round("split-penalty", 64, 3)
+    run = select_runnable(inst)
+    real = bp.refute_by_flow
+
+    def cut_short(pdata: Any, seconds: float, **kwargs: Any) -> Any:
+        return FlowVerdict(UNKNOWN, seconds, 0) if seconds < 1.0 else real(pdata, seconds, **kwargs)
+
+    asked: list[tuple[float, str]] = []
+
+    def exact(pdata: Any, seconds: float) -> Any:
+        verdict = refute_exactly(pdata, seconds)
+        asked.append((seconds, verdict.status))
+        return verdict
+
+    monkeypatch.setattr(bp, "refute_by_flow", cut_short)
+    monkeypatch.setattr(bp, "refute_exactly", exact)
+    monkeypatch.setattr(bp, "FLOW_SHARE", 1e-4)
+    monkeypatch.setattr(bp, "DIVE_FLOW", False)
+    monkeypatch.setattr(bp, "MAX_LEAF_SLICE_S", bp.LEAF_SLICE_S)
+    monkeypatch.setattr(bp, "FLOW_LATE", False)
+    monkeypatch.setattr(bp, "EXACT_LATE", False)
+    got = bp.branch_and_price(inst, run, time_limit=120)
+    assert got is not None and got.proven
+    assert got.objective == pytest.approx(35.6705, abs=1e-6)
+    refuted = [seconds for seconds, status in asked if status == "infeasible"]
+    assert refuted and got.refuted == len(refuted)
+    assert all(seconds <= bp.EXACT_EARLY_SHARE * 120 + 1e-9 for seconds, _ in asked)
+    monkeypatch.setattr(bp, "EXACT_EARLY", False)
+    cut = bp.branch_and_price(inst, run, time_limit=120)
+    assert cut is not None and not cut.proven and cut.stop == bp.STOP_LEAF_POINTS
 
 
 def test_the_root_dive_packings_wait_for_a_short_search(monkeypatch: pytest.MonkeyPatch) -> None:
