@@ -16,6 +16,7 @@ leaf's reach MIP and packings after a short search), ``DIVE_FLOW`` (the root div
 leaf's arc flow), ``DEFER_RESTART`` (each incumbent restarts that wait),
 ``EAGER_POINTS`` (a node whose LP fixes every point packed at once), ``EXACT_LATE`` (a
 stalled leaf asked the exact packing program, ``formulations/packing_exact.md``),
+``EXACT_EARLY`` (a small such program asked after the leaf's first full MIP slice),
 ``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
 ``PACK_POINTS`` (a leaf packed at its LP's points); and ``SHARE_CAP``, the arc flow's
 (pf9) cut (``formulations/packing_flow.md``).
@@ -52,6 +53,7 @@ SWITCHES: dict[str, ModuleType] = {
     "DEFER_RESTART": bp,
     "DIVE_FLOW": bp,
     "EAGER_POINTS": bp,
+    "EXACT_EARLY": bp,
     "EXACT_LATE": bp,
     "FLOW_LATE": bp,
     "FLOW_REFUTE": bp,

@@ -143,8 +143,9 @@ def test_refutes_the_stalled_leaf_of_split_penalties_128_seed_319() -> None:
 def test_branch_and_price_asks_it_only_where_the_search_would_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Split penalties 32 GPUs seed 1 proves without stalling: the exact program is never
-    asked (it is the search's last resort, not a step of every leaf)."""
+    """Split penalties 32 GPUs seed 1 proves with every leaf settled by its MIP: the exact
+    program is never asked (only a leaf whose MIP slice does not settle it is asked, after
+    the first full slice where the program is small, else where its slices stall)."""
     inst = family_round("split-penalty", 32, 1)
     asked: list[PackingData] = []
     monkeypatch.setattr(bp, "refute_exactly", lambda d, t: asked.append(d) or refute_exactly(d, t))
