@@ -903,8 +903,8 @@ def test_a_leaf_whose_flow_ran_out_is_asked_again_when_it_stalls(
     # the exact packing program, asked last (EXACT_LATE), refutes the stalled leaves instead
     asked: list[str] = []
 
-    def exact(pdata: Any, seconds: float) -> Any:
-        verdict = refute_exactly(pdata, seconds)
+    def exact(pdata: Any, seconds: float, limit: int) -> Any:
+        verdict = refute_exactly(pdata, seconds, limit)
         asked.append(verdict.status)
         return verdict
 
@@ -936,8 +936,8 @@ def test_a_small_exact_packing_is_asked_after_the_first_full_slice(
 
     asked: list[tuple[float, str]] = []
 
-    def exact(pdata: Any, seconds: float) -> Any:
-        verdict = refute_exactly(pdata, seconds)
+    def exact(pdata: Any, seconds: float, limit: int) -> Any:
+        verdict = refute_exactly(pdata, seconds, limit)
         asked.append((seconds, verdict.status))
         return verdict
 

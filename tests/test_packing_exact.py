@@ -6,10 +6,8 @@ and it refutes, and its place at branch-and-price's stalled leaves."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 
@@ -29,14 +27,10 @@ from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
 from tests.conftest import ROOT
+from tests.test_formulations import md_names, model_names
 from tests.test_packing import packing_cases
 
 LEAF = ROOT / "tests" / "data" / "leaf_points_split_penalty_128_seed319.json"
-
-
-def _md_names() -> set[str]:
-    text = (ROOT / "formulations" / "packing_exact.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
 
 
 def _job(jid: str, gpus: int) -> Job:
@@ -71,14 +65,10 @@ def _leaf() -> tuple[RoundInstance, PackingData]:
 def test_pyomo_component_names_match_markdown() -> None:
     lst = exact_listing(_cores_apart())
     assert lst is not None
-    m = packing.build_packing_exact(lst)
-    names = {
-        c.local_name
-        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
-    }
-    assert names == _md_names()
+    names = md_names("packing_exact")
+    assert model_names(packing.build_packing_exact(lst)) == names
     rows = {r.split("[")[0] for r in build_exact_packing_matrix(lst).row_names}
-    assert rows == {n for n in _md_names() if n.startswith("pe") and n != "pe0_feasibility"}
+    assert rows == {n for n in names if n.startswith("pe") and n != "pe0_feasibility"}
 
 
 def _status(res: Any) -> str:
@@ -127,6 +117,8 @@ def test_free_classes_and_large_listings_are_not_stated() -> None:
     assert exact_listing(free) is None
     assert refute_exactly(free, 1.0).status == "unknown"
     assert exact_listing(data, limit=3) is None  # more than 3 columns
+    not_built = refute_exactly(data, 10.0, limit=3)
+    assert not_built.status == "unknown" and not_built.columns == 0
 
 
 def test_refutes_the_stalled_leaf_of_split_penalties_128_seed_319() -> None:
@@ -148,7 +140,9 @@ def test_branch_and_price_asks_it_only_where_the_search_would_end(
     the first full slice where the program is small, else where its slices stall)."""
     inst = family_round("split-penalty", 32, 1)
     asked: list[PackingData] = []
-    monkeypatch.setattr(bp, "refute_exactly", lambda d, t: asked.append(d) or refute_exactly(d, t))
+    monkeypatch.setattr(
+        bp, "refute_exactly", lambda d, t, n: asked.append(d) or refute_exactly(d, t, n)
+    )
     res = bp.branch_and_price(inst, select_runnable(inst), time_limit=60.0)
     assert res is not None and res.proven
     assert asked == []

@@ -93,7 +93,7 @@ from synergy_opt.formulations.counting_fast import (
     start_from_placements,
 )
 from synergy_opt.formulations.packing_data import PackingData, packing_data
-from synergy_opt.formulations.packing_exact import exact_listing, refute_exactly
+from synergy_opt.formulations.packing_exact import MAX_COLUMNS, refute_exactly
 from synergy_opt.formulations.packing_flow import UNKNOWN, refute_by_flow
 from synergy_opt.formulations.patterns import (
     PatternCut,
@@ -479,13 +479,16 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
             ran_out[node] = fixed
         return verdict.refuted
 
-    def exact_refutes(packing: PackingData, bound: float, seconds: float) -> str:
+    def exact_verdict(
+        packing: PackingData, bound: float, seconds: float, limit: int = MAX_COLUMNS
+    ) -> str:
         """The exact packing program's verdict (:data:`EXACT_LATE`) within ``seconds`` and
         the search's deadline on a leaf at ``bound`` whose points ``packing`` holds:
-        "infeasible" (no allocation there), "feasible" or "unknown"."""
+        "infeasible" (no allocation there), "feasible" or "unknown" (also where it has
+        more than ``limit`` columns, and then it is not built)."""
         nonlocal refuted
         left = min(seconds, deadline - time.perf_counter())
-        exact = refute_exactly(packing, max(left, 1e-3))
+        exact = refute_exactly(packing, max(left, 1e-3), limit)
         log.debug(
             "leaf at %.6g: exact packing %s in %.2fs (%d columns)",
             bound,
@@ -688,7 +691,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                 continue
             packing = plain_at.pop(node, None)
             if EXACT_LATE and packing is not None:
-                if exact_refutes(packing, bound, math.inf) == "infeasible":
+                if exact_verdict(packing, bound, math.inf) == "infeasible":
                     continue
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
@@ -756,15 +759,14 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
             if res.dual_bound is not None:
                 bound = min(bound, res.dual_bound)
             packing = plain_at.get(node) if slice_s == LEAF_SLICE_S else None
-            if (
-                EXACT_EARLY
-                and packing is not None
-                and exact_listing(packing, EXACT_EARLY_COLUMNS) is not None
-            ):
-                verdict_early = exact_refutes(packing, bound, EXACT_EARLY_SHARE * time_limit)
-                if verdict_early == "infeasible":
+            if EXACT_EARLY and packing is not None:
+                # only a small program (EXACT_EARLY_COLUMNS): a larger one is not built here
+                early = exact_verdict(
+                    packing, bound, EXACT_EARLY_SHARE * time_limit, EXACT_EARLY_COLUMNS
+                )
+                if early == "infeasible":
                     continue
-                if verdict_early == "feasible":
+                if early == "feasible":
                     plain_at.pop(node)  # settled: not asked again when the leaf stalls
             heapq.heappush(heap, (-bound, tie, node, 2 * slice_s))
     top = max([-k for k, *_ in heap if -k > inc + tol()], default=None)

@@ -23,7 +23,7 @@ Public API::
 
     exact_listing(data, limit) -> ExactListing | None
     build_exact_packing_matrix(lst) -> MatrixModel
-    refute_exactly(data, time_limit) -> ExactVerdict
+    refute_exactly(data, time_limit, limit) -> ExactVerdict
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ExactClass:
     def left(self, i: int, groups: np.ndarray) -> tuple[int, int, int]:
         """GPUs, cores and memory units content ``i`` leaves (``groups``: per allowed
         group, its GPUs, cores and units)."""
-        used = self.contents[i] @ groups if len(self.groups) else np.zeros(3, dtype=np.int64)
+        used = self.contents[i] @ groups  # zeros where no group is allowed (shape (0, 3))
         return int(self.gpus - used[0]), int(self.cpus - used[1]), int(self.mem - used[2])
 
 
@@ -125,7 +125,7 @@ def exact_listing(data: PackingData, limit: int = MAX_COLUMNS) -> ExactListing |
         rows = _contents(caps, dem.T, np.array([g, c, m], dtype=np.int64), left)
         if rows is None:
             return None
-        free_gpus = g - (rows @ dem[:, 0] if len(groups) else np.zeros(rows.shape[0], np.int64))
+        free_gpus = g - rows @ dem[:, 0]
         cols: list[tuple[int, tuple[int, ...]]] = []
         for i in range(rows.shape[0]):
             for size in range(min(len(spread), int(free_gpus[i])) + 1):
@@ -216,11 +216,14 @@ def build_exact_packing_matrix(lst: ExactListing) -> MatrixModel:
     )
 
 
-def refute_exactly(data: PackingData, time_limit: float | None) -> ExactVerdict:
+def refute_exactly(
+    data: PackingData, time_limit: float | None, limit: int = MAX_COLUMNS
+) -> ExactVerdict:
     """Whether the exact program proves within ``time_limit`` that ``data`` has no packing
-    ("infeasible"), finds that it has one ("feasible"), or neither ("unknown")."""
+    ("infeasible"), finds that it has one ("feasible"), or neither ("unknown"; with 0
+    ``columns`` where it was not built: free classes, or more than ``limit`` columns)."""
     t0 = time.perf_counter()
-    lst = exact_listing(data)
+    lst = exact_listing(data, limit)
     if lst is None:
         return ExactVerdict("unknown", 0, time.perf_counter() - t0)
     res = solve_matrix(build_exact_packing_matrix(lst), time_limit=time_limit, guard=True)
