@@ -10,10 +10,8 @@ optimum (``opt-exact`` proved it in 22 s at a 60-s limit); ``opt`` stopped at 58
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
-import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,18 +30,13 @@ from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_pyomo
 from synergy_opt.types import PlacementPart, RoundInstance
-from tests.conftest import ROOT
 from tests.strategies import round_instances
 from tests.test_counting_splits import TINY_SEEDS, tiny_mixed_round
 from tests.test_exact_typed import brute_force
+from tests.test_formulations import md_names, model_names
 
 #: The proven optimum of split penalties 128 GPUs seed 4 (= its full-server bound).
 OPTIMUM_SEED4: float = 58.467
-
-
-def _md_names() -> set[str]:
-    text = (ROOT / "formulations" / "packing.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
 
 
 def _random_points(
@@ -77,11 +70,7 @@ def test_pyomo_component_names_match_markdown() -> None:
     assert ctx is not None
     data = packing.packing_data(inst, ctx.runnable, ctx.points, ctx.spread_ids | {"x"})
     m = packing.build_packing(data)
-    names = {
-        c.local_name
-        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
-    }
-    assert names == _md_names()
+    assert model_names(m) == md_names("packing")
 
 
 def test_cp_sat_rows_carry_the_markdown_names() -> None:
@@ -97,7 +86,7 @@ def test_cp_sat_rows_carry_the_markdown_names() -> None:
     proto = build_packing_cp(data, fewest_parts=True).model.proto
     rows = {c.name.split("[")[0] for c in proto.constraints}
     variables = {v.name.split("[")[0] for v in proto.variables}
-    assert rows | variables | {"pk0_fewest_parts"} == _md_names()
+    assert rows | variables | {"pk0_fewest_parts"} == md_names("packing")
     assert len(proto.objective.vars) > 0  # (pk0)
 
 

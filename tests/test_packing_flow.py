@@ -8,7 +8,6 @@ import dataclasses
 import itertools
 import json
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -36,14 +35,10 @@ from synergy_opt.mechanisms.packing import select_runnable
 from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
 from tests.conftest import ROOT
+from tests.test_formulations import md_names
 from tests.test_packing import packing_cases
 
 LEAF = ROOT / "tests" / "data" / "leaf_points_split_penalty_128_seed9.json"
-
-
-def _md_names() -> set[str]:
-    text = (ROOT / "formulations" / "packing_flow.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
 
 
 def _job(jid: str, gpus: int) -> Job:
@@ -100,9 +95,9 @@ def test_pyomo_component_names_match_markdown() -> None:
     names = {
         c.local_name for c in m.component_objects((pyo.Var, pyo.Constraint), descend_into=False)
     }
-    assert names == _md_names()
+    assert names == md_names("packing_flow")
     rows = {r.split("[")[0] for r in build_packing_flow_matrix(fg).row_names}
-    assert rows == {n for n in _md_names() if n.startswith("pf")}
+    assert rows == {n for n in md_names("packing_flow") if n.startswith("pf")}
 
 
 @settings(max_examples=60, deadline=None)

@@ -10,10 +10,8 @@ Split penalties 128 GPUs: seed 2's full-server points (59.6616) do not pack (its
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
-import pyomo.environ as pyo
 import pytest
 from hypothesis import given, settings
 
@@ -40,13 +38,8 @@ from synergy_opt.mechanisms.opt.packing_route import (
 )
 from synergy_opt.solve import TerminationStatus, solve_matrix, solve_pyomo
 from synergy_opt.types import Job, RoundInstance, ThroughputMatrix
-from tests.conftest import ROOT
+from tests.test_formulations import md_names, model_names
 from tests.test_packing import packing_cases
-
-
-def _md_names() -> set[str]:
-    text = (ROOT / "formulations" / "packing_lp.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^### `(\w+)`", text, flags=re.MULTILINE))
 
 
 def _full_server_data(seed: int) -> PackingData:
@@ -67,13 +60,10 @@ def test_pyomo_component_names_match_markdown() -> None:
     lst = pattern_listing(_full_server_data(2))
     assert lst is not None
     m = packing.build_packing_lp(lst)
-    names = {
-        c.local_name
-        for c in m.component_objects((pyo.Var, pyo.Constraint, pyo.Objective), descend_into=False)
-    }
-    assert names == _md_names()
+    names = md_names("packing_lp")
+    assert model_names(m) == names
     rows = {r.split("[")[0] for r in build_packing_lp_matrix(lst).row_names}
-    assert rows == {n for n in _md_names() if n.startswith("plp") and n != "plp0_shortfall"}
+    assert rows == {n for n in names if n.startswith("plp") and n != "plp0_shortfall"}
 
 
 @settings(max_examples=60, deadline=None)
