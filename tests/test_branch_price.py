@@ -1053,3 +1053,35 @@ def test_a_node_whose_lp_fixes_every_point_is_packed_at_once(
     cut = bp.branch_and_price(inst, run, time_limit=4, warm_start=[start])
     assert cut is not None and cut.source != "node points"
     assert cut.objective <= got.objective + 1e-6 and cut.bound >= got.objective - 1e-6
+
+
+def test_a_node_packing_runs_to_its_own_end_and_is_asked_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 128 GPUs seed 9 from TUNE: the nodes whose LP fixes every point are
+    packed there (most of them do not pack).  Each such packing gets the search's deadline,
+    not a share of its time, so none is cut short and asked again, whole, when its node
+    comes up as a leaf (capped at 0.05 of a 7.5-s search, they were, and the search
+    reached 21 nodes and no proof), nor asked at a node after the root's dive leaf asked
+    the same points; the search proves the optimum 54.3377."""
+    inst = family_round("split-penalty", 128, 9)
+    run = select_runnable(inst)
+    tune = make_mechanism("tune").allocate(inst)
+    start = {ja.id: ja.placement for ja in tune.jobs}
+    asked: list[tuple[frozenset[Any], float]] = []
+    real_pack = bp._pack_points
+
+    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float) -> Any:
+        got = bpts._leaf_points(data, lp)
+        if got is not None:
+            asked.append((frozenset(got[0].items()), stop))
+        return real_pack(inst_, jobs, data, lp, stop)
+
+    monkeypatch.setattr(bp, "_pack_points", pack_spy)
+    res = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
+    assert res is not None and res.proven and res.stop == bp.STOP_PROVEN
+    assert res.objective == pytest.approx(54.3377, abs=1e-6)
+    assert len(asked) >= 3, "too few packings at points to tell"
+    assert len({stop for _, stop in asked}) == 1, "a packing got less than the search's time"
+    keys = [key for key, _ in asked]
+    assert len(keys) == len(set(keys)), "the same points were packed twice"

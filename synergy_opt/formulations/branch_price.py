@@ -201,14 +201,19 @@ DEFER_NODES: int = 200
 DEFER_SHARE: float = 0.3
 DEFER_PLAIN: bool = True
 #: A node whose LP puts every job at one point is packed at those points as soon as its LP
-#: is solved, not when it is next the best leaf (``EAGER_POINTS_SHARE`` of the search's
-#: time at most; each set of points once): a packing there is worth the LP's value, and
-#: found early it prunes what waits above it within the proof gap.  Split penalties 128
-#: GPUs seed 21: the node that packs the optimum 58.715 (in 0.06 s) was solved at 3.7 s and
-#: packed at 36 s, after three leaves at 58.7201 (within the proof gap of 58.715) had each
-#: spent 8 s in dives and MIP slices.
+#: is solved, not when it is next the best leaf (each set of points once): a packing there
+#: is worth the LP's value, and found early it prunes what waits above it within the proof
+#: gap.  Split penalties 128 GPUs seed 21: the node that packs the optimum 58.715 (in 0.06
+#: s) was solved at 3.7 s and packed at 36 s, after three leaves at 58.7201 (within the
+#: proof gap of 58.715) had each spent 8 s in dives and MIP slices.
+#: The packing gets the search's deadline, as a leaf's does: it ends on its own (at most
+#: ``POINT_ATTEMPTS`` integral contents, CP-SAT within ``POINT_SPREAD_S`` units on each).
+#: Capped at 0.05 of the search's time it was cut short under short limits (0.375 s at 7.5
+#: s; unpackable points took 0.4-0.5 s), and a cut packing was asked again, whole, when its
+#: node came up as a leaf: seed 9 from TUNE at 7.5 s reached 21 nodes and no proof, at 30 s
+#: it proved 54.3377 after 51 nodes in 7.4 s.  The root dive leaf's points count as asked
+#: too (:func:`branch_and_price`'s ``pack_once``): seed 9's were asked again at a node.
 EAGER_POINTS: bool = True
-EAGER_POINTS_SHARE: float = 0.05
 #: Each new incumbent starts the wait of the deferred root packings (``DEFER_NODES``,
 #: ``DEFER_SHARE``) again: they only look for allocations, and a search that is finding
 #: them needs them least.  Seed 21 with ``EAGER_POINTS``: the search packs the optimum at
@@ -479,6 +484,20 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
             ran_out[node] = fixed
         return verdict.refuted
 
+    def pack_once(lp: _NodeLP) -> dict[str, list[PlacementPart]] | None:
+        """An allocation packed at the points ``lp`` gives every job (:data:`PACK_POINTS`),
+        each set of points asked once: a packing that ended before the deadline, found or
+        not, is not asked again (its node's leaf, or a node with the same points, skips
+        it).  It gets the search's deadline, as a leaf's does (:data:`EAGER_POINTS`)."""
+        got = _leaf_points(data, lp)
+        at = None if got is None else frozenset(got[0].items())
+        if at is None or at in packed_at:
+            return None
+        found_p = _pack_points(inst, jobs, data, lp, deadline)
+        if found_p is not None or time.perf_counter() < deadline:
+            packed_at.add(at)
+        return found_p
+
     def exact_verdict(
         packing: PackingData, bound: float, seconds: float, limit: int = MAX_COLUMNS
     ) -> str:
@@ -598,17 +617,11 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                 if lp.bound - lp.value <= tol():
                     continue
             if EAGER_POINTS and PACK_POINTS and nodes > 1 and lp.value > inc + tol():
-                got = _leaf_points(data, lp)
-                at = None if got is None else frozenset(got[0].items())
-                if at is not None and at not in packed_at:
-                    stop = min(deadline, time.perf_counter() + EAGER_POINTS_SHARE * time_limit)
-                    found_p = _pack_points(inst, jobs, data, lp, stop)
-                    if found_p is not None or time.perf_counter() < stop:
-                        packed_at.add(at)  # settled: its leaf asks it no more
-                    if found_p is not None:
-                        offer(found_p, "node points")
-                        if bound <= inc + tol():
-                            continue
+                found_p = pack_once(lp)
+                if found_p is not None:
+                    offer(found_p, "node points")
+                    if bound <= inc + tol():
+                        continue
             if nodes == 1:
                 log.debug(
                     "branch-and-price: root bound %.6g (LP %.6g, %d patterns) after %.2fs",
@@ -644,7 +657,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                     and leaf_lp.converged
                     and leaf_lp.value > inc + tol()
                 ):
-                    found_p = _pack_points(inst, jobs, data, leaf_lp, deadline)
+                    found_p = pack_once(leaf_lp)
                     if found_p is not None:
                         offer(found_p, "dive points")
                     elif DIVE_FLOW and not dive_only:
