@@ -211,8 +211,9 @@ DEFER_PLAIN: bool = True
 #: Capped at 0.05 of the search's time it was cut short under short limits (0.375 s at 7.5
 #: s; unpackable points took 0.4-0.5 s), and a cut packing was asked again, whole, when its
 #: node came up as a leaf: seed 9 from TUNE at 7.5 s reached 21 nodes and no proof, at 30 s
-#: it proved 54.3377 after 51 nodes in 7.4 s.  The root dive leaf's points count as asked
-#: too (:func:`branch_and_price`'s ``pack_once``): seed 9's were asked again at a node.
+#: it proved 54.3377 after 51 nodes in 7.4 s.  The root dive leaf's, the nodes' and the
+#: leaves' asks share one record (:func:`branch_and_price`'s ``pack_once``): seed 9's dive
+#: leaf points were asked again at a node.
 EAGER_POINTS: bool = True
 #: Each new incumbent starts the wait of the deferred root packings (``DEFER_NODES``,
 #: ``DEFER_SHARE``) again: they only look for allocations, and a search that is finding
@@ -487,8 +488,9 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
     def pack_once(lp: _NodeLP) -> dict[str, list[PlacementPart]] | None:
         """An allocation packed at the points ``lp`` gives every job (:data:`PACK_POINTS`),
         each set of points asked once: a packing that ended before the deadline, found or
-        not, is not asked again (its node's leaf, or a node with the same points, skips
-        it).  It gets the search's deadline, as a leaf's does (:data:`EAGER_POINTS`)."""
+        not, is not asked again (by its node's leaf, the leaf's children that fix these
+        points, or a node with the same points).  Every ask gets the search's deadline
+        (:data:`EAGER_POINTS`)."""
         got = _leaf_points(data, lp)
         at = None if got is None else frozenset(got[0].items())
         if at is None or at in packed_at:
@@ -711,11 +713,9 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
             ended = STOP_LEAF if _leaf_points(data, lp_of[node]) is None else STOP_LEAF_POINTS
             break
         fixed = _fix_points(data, node, lp_of[node]) if slice_s == LEAF_SLICE_S else None
-        at = None if fixed is None else frozenset(fixed.points.items())
-        if slice_s == LEAF_SLICE_S and PACK_POINTS and (at is None or at not in packed_at):
-            if at is not None:
-                packed_at.add(at)  # the children that fix these points ask it no more
-            found_p = _pack_points(inst, jobs, data, lp_of[node], deadline)
+        if slice_s == LEAF_SLICE_S and PACK_POINTS:
+            # asked once: the children that fix these points ask it no more
+            found_p = pack_once(lp_of[node])
             if found_p is not None:
                 offer(found_p, "leaf points")
                 if bound <= inc + tol():
