@@ -183,7 +183,7 @@ def _pack_points(
         return None
     res, attempt = found
     log.debug("leaf points: packed at attempt %d in %.3f s", attempt, res.seconds)
-    return _placements(data, res, points, spread)
+    return _placements(data, res.plan, res.resources, points, spread)
 
 
 def _points_key(points: Mapping[str, Point], spread: frozenset[str]) -> _PointsKey:
@@ -262,7 +262,9 @@ def _pack_free(
     if best is None or best.plan is None or best.points is None:
         best = first
     assert best.plan is not None and best.points is not None
-    placements = _placements(data, best, {**fixed.points, **best.points}, fixed.spread)
+    placements = _placements(
+        data, best.plan, best.resources, {**fixed.points, **best.points}, fixed.spread
+    )
     # CP-SAT's bound on the relaxed model holds for every real packing above the target
     proof = solve(
         FREE_BOUND_S, most_worth=True, relax=True, hint=best.plan, hint_points=best.points
@@ -274,21 +276,22 @@ def _pack_free(
 
 def _placements(
     data: Mapping[str, Any],
-    res: PackingResult,
+    plan: Mapping[str, tuple[tuple[int, int], ...]] | None,
+    resources: Mapping[str, tuple[tuple[int, int, float], ...]] | None,
     points: Mapping[str, Point],
     spread: frozenset[str],
 ) -> dict[str, list[PlacementPart]]:
-    """A CP-SAT packing as placements: whole jobs at
-    their points, spread jobs with the cores and GB drawn from each server."""
-    assert res.plan is not None and res.resources is not None
+    """A packing (CP-SAT's, or the exact program's) as placements: whole jobs at their
+    points, spread jobs with the cores and GB drawn from each server."""
+    assert plan is not None and resources is not None
     names = data["server_names"]
     out: dict[str, list[PlacementPart]] = {}
-    for jid, parts in res.plan.items():
+    for jid, parts in plan.items():
         c, m, _ = points[jid]
         if jid not in spread:
             ((s, g),) = parts
             out[jid] = [PlacementPart(names[s], g, c, m)]
             continue
-        drawn = {s: (cp, gb) for s, cp, gb in res.resources.get(jid, ())}
+        drawn = {s: (cp, gb) for s, cp, gb in resources.get(jid, ())}
         out[jid] = [PlacementPart(names[s], g, *drawn.get(s, (0, 0.0))) for s, g in parts]
     return out

@@ -82,6 +82,7 @@ from synergy_opt.formulations.branch_points import (
     _LeafPoints,
     _pack_free,
     _pack_points,
+    _placements,
     _points_key,
     _PointsKey,
 )
@@ -93,7 +94,7 @@ from synergy_opt.formulations.counting_fast import (
     start_from_placements,
 )
 from synergy_opt.formulations.packing_data import PackingData, packing_data
-from synergy_opt.formulations.packing_exact import MAX_COLUMNS, refute_exactly
+from synergy_opt.formulations.packing_exact import MAX_COLUMNS, ExactVerdict, refute_exactly
 from synergy_opt.formulations.packing_flow import UNKNOWN, refute_by_flow
 from synergy_opt.formulations.patterns import (
     PatternCut,
@@ -449,8 +450,8 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
     # leaves whose flow ran out of its share (FLOW_LATE)
     ran_out: dict[Node, _LeafPoints] = {}
 
-    # leaves without free classes the arc flow has seen (EXACT_LATE)
-    plain_at: dict[Node, PackingData] = {}
+    # leaves without free classes the arc flow has seen, and their points (EXACT_LATE)
+    plain_at: dict[Node, tuple[PackingData, _LeafPoints]] = {}
 
     def refute(node: Node, fixed: _LeafPoints, seconds: float | None = None) -> bool:
         """Whether the arc flow proves, within ``seconds`` (default :data:`FLOW_SHARE` of
@@ -464,7 +465,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
         if choices:
             flowed_at[node] = (fixed, inc)
         else:
-            plain_at[node] = pdata
+            plain_at[node] = (pdata, fixed)
         share = FLOW_SHARE * time_limit if seconds is None else seconds
         left = min(share, deadline - time.perf_counter())
         verdict = refute_by_flow(
@@ -501,24 +502,35 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
         return found_p
 
     def exact_verdict(
-        packing: PackingData, bound: float, seconds: float, limit: int = MAX_COLUMNS
-    ) -> str:
+        asked: tuple[PackingData, _LeafPoints],
+        bound: float,
+        seconds: float,
+        limit: int = MAX_COLUMNS,
+    ) -> ExactVerdict:
         """The exact packing program's verdict (:data:`EXACT_LATE`) within ``seconds`` and
-        the search's deadline on a leaf at ``bound`` whose points ``packing`` holds:
+        the search's deadline on a leaf at ``bound`` whose points ``asked`` holds:
         "infeasible" (no allocation there), "feasible" or "unknown" (also where it has
-        more than ``limit`` columns, and then it is not built)."""
+        more than ``limit`` columns, and then it is not built).  A feasible solution that
+        packs at the real cores and GB is offered: an allocation at the leaf's points."""
         nonlocal refuted
+        packing, fixed = asked
         left = min(seconds, deadline - time.perf_counter())
         exact = refute_exactly(packing, max(left, 1e-3), limit)
         log.debug(
-            "leaf at %.6g: exact packing %s in %.2fs (%d columns)",
+            "leaf at %.6g: exact packing %s in %.2fs (%d columns, %s)",
             bound,
             exact.status,
             exact.seconds,
             exact.columns,
+            "packed" if exact.packing is not None else "no packing read",
         )
         refuted += exact.refuted
-        return exact.status
+        if exact.packing is not None:
+            got = exact.packing
+            offer(
+                _placements(data, got.plan, got.resources, fixed.points, fixed.spread), "leaf exact"
+            )
+        return exact
 
     pricer = _Pricer(data, pricing)
     pool = _seed_patterns(data, cm, vectors)
@@ -706,7 +718,8 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                 continue
             packing = plain_at.pop(node, None)
             if EXACT_LATE and packing is not None:
-                if exact_verdict(packing, bound, math.inf) == "infeasible":
+                late_v = exact_verdict(packing, bound, math.inf)
+                if late_v.refuted or bound <= inc + tol():  # none there, or packed: settled
                     continue
             heapq.heappush(heap, (key, tie, node, slice_s))
             log.debug("branch-and-price: a leaf stalls at bound %.6g", bound)
@@ -777,9 +790,9 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
                 early = exact_verdict(
                     packing, bound, EXACT_EARLY_SHARE * time_limit, EXACT_EARLY_COLUMNS
                 )
-                if early == "infeasible":
+                if early.refuted or bound <= inc + tol():  # none there, or packed: settled
                     continue
-                if early == "feasible":
+                if early.status == "feasible":
                     plain_at.pop(node)  # settled: not asked again when the leaf stalls
             heapq.heappush(heap, (-bound, tie, node, 2 * slice_s))
     top = max([-k for k, *_ in heap if -k > inc + tol()], default=None)

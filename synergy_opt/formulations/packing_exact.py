@@ -12,7 +12,10 @@ part on it, and each spread job's GPUs, cores and memory on a column's servers a
 per job.  Servers of one class with the same column are interchangeable, so those sums lose
 nothing (the markdown's proof): it is exact, and an infeasible verdict refutes the packing.
 Its demands are rounded down and capacities up (memory in :data:`.packing_data.MEM_UNIT_GB`
-units), so a refutation holds for the real packing too.
+units), so a refutation holds for the real packing too.  A solution is turned back into a
+packing server by server (:func:`packing_from_solution`, the markdown's second proof) and
+checked at the real cores and GB: where that rounding is all that made it fit, there is no
+packing to offer, only the verdict.
 
 It is slow where the pattern LP is fast (HiGHS 2.8-13.6 s on seed 319's two stalled
 leaves), so branch-and-price asks it only where the search would otherwise end
@@ -24,6 +27,7 @@ Public API::
     exact_listing(data, limit) -> ExactListing | None
     build_exact_packing_matrix(lst) -> MatrixModel
     refute_exactly(data, time_limit, limit) -> ExactVerdict
+    packing_from_solution(lst, x) -> ExactPacking | None
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synergy_opt.formulations.packing_data import PackingData, units_down, units_up
+from synergy_opt.formulations.packing_data import MEM_UNIT_GB, PackingData, units_down, units_up
 from synergy_opt.formulations.packing_lp import _contents
 from synergy_opt.matrix import MatrixModel, triplet_model
 from synergy_opt.solve import TerminationStatus, solve_matrix
@@ -89,14 +93,32 @@ class ExactListing:
         return self.group_need[list(self.classes[k].groups)].reshape(-1, 3)
 
 
+#: Real GB a server's parts may pass its memory by (round-off), and a spread job's parts
+#: fall short of its point by; below the checker's own slack (``check.ABS_TOL``).
+GB_SLACK: float = 1e-7
+
+
+@dataclass(frozen=True, slots=True)
+class ExactPacking:
+    """A packing read from a solution (:func:`packing_from_solution`), in the shapes of
+    :class:`.packing_cp.PackingResult`: per job its (server, GPUs) parts, and per spread job
+    the (server, cores, GB) it draws from each server of its span."""
+
+    plan: dict[str, tuple[tuple[int, int], ...]]
+    resources: dict[str, tuple[tuple[int, int, float], ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class ExactVerdict:
     """``status``: "infeasible" (no packing: a proof), "feasible", or "unknown" (not built,
-    past :data:`MAX_COLUMNS` or free classes, or out of time)."""
+    past :data:`MAX_COLUMNS` or free classes, or out of time).  ``packing``: where feasible,
+    the solution as a packing at the real cores and GB (``None`` where the rounding made it
+    fit)."""
 
     status: str
     columns: int
     seconds: float
+    packing: ExactPacking | None = None
 
     @property
     def refuted(self) -> bool:
@@ -231,4 +253,174 @@ def refute_exactly(
         TerminationStatus.INFEASIBLE: "infeasible",
         TerminationStatus.OPTIMAL: "feasible",
     }.get(res.status, "unknown")
-    return ExactVerdict(status, lst.num_columns, time.perf_counter() - t0)
+    packing = None
+    if status == "feasible" and res.x is not None:
+        packing = packing_from_solution(lst, res.x)
+    return ExactVerdict(status, lst.num_columns, time.perf_counter() - t0, packing)
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    """One column of a solution: ``servers`` (real server indices, z of them) each holding
+    content ``content``, and per spread job of the column its summed GPUs, cores and units."""
+
+    cls: ExactClass
+    content: int
+    servers: tuple[int, ...]
+    parts: dict[int, tuple[int, int, float]]
+
+
+def _columns_of(lst: ExactListing, x: np.ndarray) -> list[_Column] | None:
+    """The used columns of solution ``x`` (the matrix's column order: each z, then a, p, q
+    per spread job), each given its servers from its class in order; ``None`` where the
+    values are not integral where they must be or ask for more servers than a class has."""
+    out: list[_Column] = []
+    at = 0
+    for sc in lst.classes:
+        free = list(sc.servers)
+        for i, tj in sc.columns:
+            z = int(round(x[at]))
+            parts: dict[int, tuple[int, int, float]] = {}
+            ints = [x[at]]
+            at += 1
+            for j in tj:
+                parts[j] = (int(round(x[at])), int(round(x[at + 1])), float(x[at + 2]))
+                ints += [x[at], x[at + 1]]
+                at += 3
+            if any(abs(v - round(v)) > 1e-6 for v in ints) or z > len(free):
+                return None
+            if z > 0:
+                out.append(_Column(sc, i, tuple(free[:z]), parts))
+                del free[:z]
+    return out
+
+
+def _fill(amounts: dict[int, float], caps: list[float]) -> dict[int, list[float]] | None:
+    """Each amount split over the servers one server at a time, each server up to its cap
+    (next fit: exact where they sum to at most the caps' sum; the last server takes
+    round-off below :data:`GB_SLACK`); ``None`` where they do not fit."""
+    left = list(caps)
+    out: dict[int, list[float]] = {j: [0.0] * len(caps) for j in amounts}
+    s = 0
+    for j, amount in amounts.items():
+        while amount > GB_SLACK:
+            if s == len(left):
+                return None
+            take = min(amount, max(left[s], 0.0))
+            out[j][s] += take
+            left[s] -= take
+            amount -= take
+            if left[s] <= 0:
+                s += 1
+        if amount > 0:
+            out[j][min(s, len(left) - 1)] += amount
+    return out
+
+
+def _trimmed(
+    cols: list[_Column], j: int, need: float, field: int, unit: float
+) -> list[float] | None:
+    """Spread job ``j``'s cores (``field`` 1) or GB (2, ``unit`` GB a unit) per column,
+    summing to exactly ``need``: the solution's surplus taken back from the last columns
+    first; a shortfall (memory rounded down) added to the first column (the real check
+    after decides)."""
+    got = [c.parts[j][field] * unit if j in c.parts else 0.0 for c in cols]
+    surplus = math.fsum(got) - need
+    for c in reversed(range(len(got))):
+        if surplus <= 0:
+            break
+        cut = min(surplus, got[c])
+        got[c] -= cut
+        surplus -= cut
+    if surplus < 0:
+        first = next((c for c, col in enumerate(cols) if j in col.parts), None)
+        if first is None:
+            return None
+        got[first] -= surplus
+    return got
+
+
+def packing_from_solution(lst: ExactListing, x: np.ndarray) -> ExactPacking | None:
+    """Solution ``x`` of :func:`build_exact_packing_matrix` as a packing, by the markdown's
+    "every solution is a packing": each column's servers get its content's whole jobs, one
+    GPU of each of its spread jobs and their further GPUs, cores and GB filled one server at
+    a time.  Each spread job takes exactly its point's cores and GB (the solution's surplus
+    trimmed).  Checked at the real cores and GB; ``None`` where it does not fit there (the
+    program's demands are rounded down and capacities up) or ``x`` is not a solution."""
+    cols = _columns_of(lst, x)
+    if cols is None:
+        return None
+    data = lst.data
+    members = [iter(gr.jobs) for gr in data.groups]
+    plan: dict[str, tuple[tuple[int, int], ...]] = {}
+    used = [[0, 0, 0.0] for _ in data.servers]  # GPUs, cores, GB per server
+    gpus: dict[int, dict[int, int]] = {j: {} for j in range(len(data.spread))}
+    drawn: dict[int, dict[int, list[float]]] = {j: {} for j in range(len(data.spread))}
+    cores = {j: _trimmed(cols, j, sj.cpus, 1, 1.0) for j, sj in enumerate(data.spread)}
+    mem = {j: _trimmed(cols, j, sj.mem_gb, 2, MEM_UNIT_GB) for j, sj in enumerate(data.spread)}
+    for c, col in enumerate(cols):
+        sc = col.cls
+        for g, d in enumerate(sc.groups):
+            gr = data.groups[d]
+            for s in col.servers:
+                for _ in range(int(sc.contents[col.content, g])):
+                    job = next(members[d], None)
+                    if job is None:
+                        return None
+                    plan[job.id] = ((s, gr.gpus),)
+                    used[s][0] += gr.gpus
+                    used[s][1] += gr.cpus
+                    used[s][2] += gr.mem_gb
+        if not col.parts:
+            continue
+        n = len(col.servers)
+        extra = {j: float(a - n) for j, (a, _, _) in col.parts.items()}
+        if min(extra.values()) < 0:
+            return None  # (pe6): a part on every server of the column
+        room = [float(data.servers[s][0] - used[s][0] - len(col.parts)) for s in col.servers]
+        g_fill = _fill(extra, room)
+        c_fill = _fill(
+            {j: got[c] for j, got in cores.items() if got is not None and j in col.parts},
+            [float(data.servers[s][1] - used[s][1]) for s in col.servers],
+        )
+        m_fill = _fill(
+            {j: got[c] for j, got in mem.items() if got is not None and j in col.parts},
+            [data.servers[s][2] - used[s][2] for s in col.servers],
+        )
+        if g_fill is None or c_fill is None or m_fill is None:
+            return None
+        for j in col.parts:
+            for t, s in enumerate(col.servers):
+                gpus[j][s] = gpus[j].get(s, 0) + 1 + int(round(g_fill[j][t]))
+                cp = c_fill[j][t] if j in c_fill else 0.0
+                gb = m_fill[j][t] if j in m_fill else 0.0
+                at = drawn[j].setdefault(s, [0.0, 0.0])
+                at[0] += cp
+                at[1] += gb
+    for j, sj in enumerate(data.spread):
+        parts = gpus[j]
+        if sum(parts.values()) != sj.job.gpus or not set(parts) <= set(sj.servers):
+            return None
+        plan[sj.job.id] = tuple(sorted(parts.items()))
+        for s, g in parts.items():
+            used[s][0] += g
+            used[s][1] += int(round(drawn[j][s][0]))
+            used[s][2] += drawn[j][s][1]
+    if len(plan) != sum(len(gr.jobs) for gr in data.groups) + len(data.spread):
+        return None
+    for j, sj in enumerate(data.spread):
+        got = drawn[j].values()
+        if sum(int(round(cp)) for cp, _ in got) < sj.cpus:
+            return None
+        if math.fsum(gb for _, gb in got) < sj.mem_gb - GB_SLACK:
+            return None
+    for (g, c, gb), (ug, uc, um) in zip(data.servers, used, strict=True):
+        if ug > g or uc > c or um > gb + GB_SLACK:
+            return None
+    resources = {
+        sj.job.id: tuple(
+            (s, int(round(cp)), gb) for s, (cp, gb) in sorted(drawn[j].items()) if cp or gb
+        )
+        for j, sj in enumerate(data.spread)
+    }
+    return ExactPacking(plan, resources)
