@@ -18,7 +18,6 @@ their ratio.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_opt import switched, table  # noqa: E402
-from bench_packing_steps import _rounds  # noqa: E402
+from bench_packing_steps import chosen_rounds, round_args  # noqa: E402
 
 from synergy_opt.formulations import packing_lp  # noqa: E402
 from synergy_opt.formulations.packing_lp import refute_packing, whole_contents  # noqa: E402
@@ -61,21 +60,10 @@ def _timed_contents(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; 0 when it ran."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument(
-        "--rounds",
-        type=_rounds,
-        action="append",
-        help="FAMILY:GPUS:SEED,... (repeatable; default: single-GPU, multi-GPU, CPU-scarce)",
+    ap, args = round_args(
+        argv, __doc__, "single-GPU 128 and 512, CPU-scarce 128", "single-GPU 128 seed 7"
     )
-    ap.add_argument("--passes", type=int, default=3, help="passes over the rounds (3)")
-    ap.add_argument("--quick", action="store_true", help="single-GPU 128 seed 7, one pass")
-    args = ap.parse_args(argv)
-    if args.passes < 1:
-        ap.error("--passes must be at least 1")
-    rounds = [r for group in (args.rounds or map(_rounds, DEFAULT_ROUNDS)) for r in group]
-    if args.quick:
-        rounds, args.passes = rounds[:1], 1
+    rounds = chosen_rounds(args, DEFAULT_ROUNDS)
     cases = []
     for family, gpus, seed in rounds:
         ctx = Opt().context(family_round(family, gpus, seed))

@@ -99,23 +99,41 @@ def _timed(run: Callable[[], PackingResult]) -> tuple[float, tuple[int, int] | N
     return time.perf_counter() - t0, _parts(res.plan)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the comparison; 0 when it ran."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+def round_args(
+    argv: list[str] | None, doc: str, defaults: str, quick: str
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The packing benches' shared arguments (``--rounds``, ``--passes``, ``--quick``),
+    parsed and checked; ``defaults`` and ``quick`` say in the help which rounds they run."""
+    ap = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     ap.add_argument(
         "--rounds",
         type=_rounds,
         action="append",
-        help="FAMILY:GPUS:SEED,... (repeatable; default: the fifth session's rounds)",
+        help=f"FAMILY:GPUS:SEED,... (repeatable; default: {defaults})",
     )
     ap.add_argument("--passes", type=int, default=3, help="passes over the rounds (3)")
-    ap.add_argument("--quick", action="store_true", help="multi-GPU 128 seed 7, one pass")
+    ap.add_argument("--quick", action="store_true", help=f"{quick}, one pass")
     args = ap.parse_args(argv)
     if args.passes < 1:
         ap.error("--passes must be at least 1")
-    rounds = [r for group in (args.rounds or map(_rounds, DEFAULT_ROUNDS)) for r in group]
+    return ap, args
+
+
+def chosen_rounds(
+    args: argparse.Namespace, defaults: tuple[str, ...]
+) -> list[tuple[str, int, int]]:
+    """The rounds asked for (``defaults`` where none are); with ``--quick`` the first
+    alone, and one pass (set on ``args``)."""
+    rounds = [r for group in (args.rounds or map(_rounds, defaults)) for r in group]
     if args.quick:
         rounds, args.passes = rounds[:1], 1
+    return rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison; 0 when it ran."""
+    ap, args = round_args(argv, __doc__, "the fifth session's rounds", "multi-GPU 128 seed 7")
+    rounds = chosen_rounds(args, DEFAULT_ROUNDS)
     packing_route.load_packing_solver()
     ctxs = []
     for family, gpus, seed in rounds:
