@@ -14,6 +14,7 @@ import pytest
 
 from synergy_opt.check import check_allocation
 from synergy_opt.deadline import guard_available, usable_cores
+from synergy_opt.formulations import branch_price as bp
 from synergy_opt.formulations.branch_price import branch_and_price
 from synergy_opt.generate import family_round
 from synergy_opt.mechanisms import MechanismOptions, make_mechanism
@@ -67,10 +68,14 @@ def test_the_dive_finds_seed_13s_optimum() -> None:
     assert OPTIMUM_SEED13 - 1e-6 <= got.bound < ctx.optimum - 0.1
 
 
-def test_the_dives_root_master_finds_seed_8s_optimum() -> None:
+def test_the_dives_root_master_finds_seed_8s_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
     """Seed 8 (priced by the MIP and the grid): the root's integer master over the plain
     pool finds the proven optimum 82.8872; the dive's leaf alone gave 82.1605, and with
-    TUNE's patterns in the pool the master finds 78.76."""
+    TUNE's patterns in the pool the master finds 78.76.  What the master holds is the
+    claim, not how fast HiGHS finds it: its 1-s slice (``ROOT_IP_S``) is lifted here,
+    since on a slower machine the IP found it in 1.3-1.7 s and stopped at 81.0982 at 1 s
+    (2026-12-07; the test failed there on the code it was written for)."""
+    monkeypatch.setattr(bp, "ROOT_IP_S", 20.0)
     ctx = _context(8, None)
     got = pattern_dive._dive(ctx.inst, ctx.runnable, time.time() + 30.0, "highs")
     assert got is not None and got.placements is not None
