@@ -356,8 +356,15 @@ def packing_from_solution(lst: ExactListing, x: np.ndarray) -> ExactPacking | No
     used = [[0, 0, 0.0] for _ in data.servers]  # GPUs, cores, GB per server
     gpus: dict[int, dict[int, int]] = {j: {} for j in range(len(data.spread))}
     drawn: dict[int, dict[int, list[float]]] = {j: {} for j in range(len(data.spread))}
-    cores = {j: _trimmed(cols, j, sj.cpus, 1, 1.0) for j, sj in enumerate(data.spread)}
-    mem = {j: _trimmed(cols, j, sj.mem_gb, 2, MEM_UNIT_GB) for j, sj in enumerate(data.spread)}
+    cores: list[list[float]] = []  # per spread job, its cores per column
+    mem: list[list[float]] = []  # and its GB
+    for j, sj in enumerate(data.spread):
+        got_c = _trimmed(cols, j, sj.cpus, 1, 1.0)
+        got_m = _trimmed(cols, j, sj.mem_gb, 2, MEM_UNIT_GB)
+        if got_c is None or got_m is None:
+            return None  # a spread job in no column: (pe3) does not hold
+        cores.append(got_c)
+        mem.append(got_m)
     for c, col in enumerate(cols):
         sc = col.cls
         for g, d in enumerate(sc.groups):
@@ -380,11 +387,11 @@ def packing_from_solution(lst: ExactListing, x: np.ndarray) -> ExactPacking | No
         room = [float(data.servers[s][0] - used[s][0] - len(col.parts)) for s in col.servers]
         g_fill = _fill(extra, room)
         c_fill = _fill(
-            {j: got[c] for j, got in cores.items() if got is not None and j in col.parts},
+            {j: cores[j][c] for j in col.parts},
             [float(data.servers[s][1] - used[s][1]) for s in col.servers],
         )
         m_fill = _fill(
-            {j: got[c] for j, got in mem.items() if got is not None and j in col.parts},
+            {j: mem[j][c] for j in col.parts},
             [data.servers[s][2] - used[s][2] for s in col.servers],
         )
         if g_fill is None or c_fill is None or m_fill is None:
@@ -392,11 +399,9 @@ def packing_from_solution(lst: ExactListing, x: np.ndarray) -> ExactPacking | No
         for j in col.parts:
             for t, s in enumerate(col.servers):
                 gpus[j][s] = gpus[j].get(s, 0) + 1 + int(round(g_fill[j][t]))
-                cp = c_fill[j][t] if j in c_fill else 0.0
-                gb = m_fill[j][t] if j in m_fill else 0.0
                 at = drawn[j].setdefault(s, [0.0, 0.0])
-                at[0] += cp
-                at[1] += gb
+                at[0] += c_fill[j][t]
+                at[1] += m_fill[j][t]
     for j, sj in enumerate(data.spread):
         parts = gpus[j]
         if sum(parts.values()) != sj.job.gpus or not set(parts) <= set(sj.servers):
