@@ -18,7 +18,11 @@ view of :mod:`.transport`; the final integral split comes from there.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from synergy_opt.formulations.fast import class_key, useful_points
 from synergy_opt.matrix import MatrixModel, matrix_model
@@ -29,11 +33,12 @@ from synergy_opt.mechanisms.opt.context import (
     RoundingError,
     gpu_parts,
     placed_matrix,
+    plan_key,
     whole_share_floor,
 )
 from synergy_opt.mechanisms.opt.transport import deploy
 from synergy_opt.solve import TerminationStatus
-from synergy_opt.types import PlacementPart
+from synergy_opt.types import MEM_EPS_GB, PlacementPart
 
 #: Relative gap of the re-optimisation: its answer is a deployable point set, the bound of
 #: the round comes from the super-machine.
@@ -59,8 +64,11 @@ class PointModel:
 def reoptimise(
     ctx: RoundContext, plan: GpuPlan
 ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
-    """The best points deployable on ``plan`` and their placement parts."""
-    return solve_points(ctx, point_model(ctx, plan))
+    """The best points deployable on ``plan`` and their placement parts, starting from the
+    allocation a route found with it, where one did (:attr:`.RoundContext.found_with`)."""
+    model = point_model(ctx, plan)
+    found = ctx.found_with.get(plan_key(plan))
+    return solve_points(ctx, model, None if found is None else start_vector(ctx, model, found))
 
 
 def relaxation_bound(ctx: RoundContext, model: PointModel) -> float | None:
@@ -154,11 +162,76 @@ def point_model(ctx: RoundContext, plan: GpuPlan) -> PointModel:
     )
 
 
+def start_vector(
+    ctx: RoundContext, model: PointModel, placements: Mapping[str, Sequence[PlacementPart]]
+) -> np.ndarray | None:
+    """``placements`` (an allocation on ``model``'s plan) as a solution of ``model``, for
+    the MIP to start from; ``None`` where a job's cores and GB hold no column's point.
+
+    Each job takes the best column whose cores and GB its placement holds (the columns are
+    the undominated points meeting the floor, so its own grid point or one at least as
+    good with no more of either); a spread job's flows take its point's cores and GB from
+    its servers in order, at most what it holds on each (and the server's size: a part's
+    GB can exceed it by the deployment's rounding), so no server row is exceeded that the
+    placements kept."""
+    servers = {srv.name: i for i, srv in enumerate(ctx.inst.cluster.servers)}
+    held: dict[str, dict[int, tuple[int, float]]] = {}
+    for jid, parts in placements.items():
+        per = held.setdefault(jid, {})
+        for p in parts:
+            c, m = per.get(servers[p.server], (0, 0.0))
+            per[servers[p.server]] = (c + p.cpus, m + p.mem_gb)
+    columns: dict[tuple[str, int], list[tuple[int, Point]]] = {}
+    for i, (kind, idx, pt) in enumerate(model.owner):
+        if kind != "f":
+            columns.setdefault((kind, idx), []).append((i, pt))
+
+    def best(kind: str, idx: int, jid: str) -> tuple[int, Point] | None:
+        if jid not in held:
+            return None
+        c = sum(v[0] for v in held[jid].values())
+        m = math.fsum(v[1] for v in held[jid].values())
+        fits = [
+            (i, pt)
+            for i, pt in columns.get((kind, idx), ())
+            if pt[0] <= c and pt[1] <= m + MEM_EPS_GB
+        ]
+        return max(fits, key=lambda ip: (ip[1][2], -ip[1][0], -ip[1][1]), default=None)
+
+    x = np.zeros(len(model.owner))
+    for gi, members in enumerate(model.groups):
+        for jid in members:
+            got = best("z", gi, jid)
+            if got is None:
+                return None
+            x[got[0]] += 1.0
+    flow_cols = iter(i for i, (kind, _, _) in enumerate(model.owner) if kind == "f")
+    for ji, jid in enumerate(model.spread):
+        got = best("x", ji, jid)
+        if got is None:
+            return None
+        x[got[0]] = 1.0
+        need = [float(got[1][0]), got[1][1]]
+        for s, _ in model.plan[jid]:  # the flow columns' order (point_model)
+            have = held[jid].get(s, (0, 0.0))
+            for r in (0, 1):
+                col = next(flow_cols)
+                take = min(float(have[r]), need[r], float(model.matrix.col_upper[col]))
+                need[r] -= take
+                x[col] = take
+        if need[0] > 0 or need[1] > MEM_EPS_GB:  # pragma: no cover - the column's point fits
+            return None
+    return x
+
+
 def solve_points(
-    ctx: RoundContext, model: PointModel
+    ctx: RoundContext, model: PointModel, start: np.ndarray | None = None
 ) -> tuple[dict[str, Point], dict[str, list[PlacementPart]]]:
-    """Solve ``model`` (node-limited): the best points on its plan and their parts."""
-    res = ctx.solve(model.matrix, rel_gap=CONFIGURE_REL_GAP, node_limit=CONFIGURE_NODES)
+    """Solve ``model`` (node-limited; from ``start``, a solution of it, where given): the
+    best points on its plan and their parts."""
+    res = ctx.solve(
+        model.matrix, rel_gap=CONFIGURE_REL_GAP, node_limit=CONFIGURE_NODES, start=start
+    )
     if res.x is None:
         raise RoundingError(f"per-server re-optimisation ended {res.status} ({res.solver})")
 

@@ -52,7 +52,7 @@ from synergy_opt.deadline import (
     usable_cores,
 )
 from synergy_opt.formulations.branch_price import branch_and_price
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, gpu_plan
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, gpu_plan, plan_key
 from synergy_opt.mechanisms.opt.counting_route import _penalised
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
@@ -149,4 +149,6 @@ def dive_plan(
     if got is None or got.placements is None or len(got.placements) != len(ctx.runnable):
         log.info("opt on %s: %s: no allocation beyond TUNE's", ctx.inst.name, PATTERN_DIVE)
         return None, bound
-    return gpu_plan(ctx.inst, got.placements), bound
+    plan = gpu_plan(ctx.inst, got.placements)
+    ctx.found_with[plan_key(plan)] = got.placements  # its points start the re-optimisation
+    return plan, bound

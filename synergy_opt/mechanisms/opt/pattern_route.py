@@ -34,7 +34,13 @@ import logging
 import math
 
 from synergy_opt.formulations.branch_price import branch_and_price
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError, gpu_plan
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    RoundContext,
+    RoundingError,
+    gpu_plan,
+    plan_key,
+)
 from synergy_opt.mechanisms.opt.routes import route
 
 log = logging.getLogger(__name__)
@@ -95,4 +101,6 @@ def pattern_root(ctx: RoundContext) -> GpuPlan:
     if res is None or res.objective is None or len(res.placements) != len(ctx.runnable):
         raise RoundingError("no allocation of the runnable set from the root or its dive")
     log.info("opt on %s: %s: %.6g by %s", ctx.inst.name, PATTERN_ROOT, res.objective, res.source)
-    return gpu_plan(ctx.inst, res.placements)
+    plan = gpu_plan(ctx.inst, res.placements)
+    ctx.found_with[plan_key(plan)] = res.placements  # its points start the re-optimisation
+    return plan

@@ -35,9 +35,11 @@ from synergy_opt.mechanisms.opt.context import (
     BEST_SO_FAR,
     BEST_SO_FAR_MIN_SHARE,
     GpuPlan,
+    PlanKey,
     Point,
     RoundContext,
     RoundingError,
+    plan_key,
 )
 from synergy_opt.mechanisms.opt.counting_route import _penalised
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
@@ -63,6 +65,8 @@ log = logging.getLogger(__name__)
 #: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
 #: search per round at 128 GPUs.
 TARGET_GAP: float = 2e-3
+#: Where no job may spread, the gap below the pattern LP's bound at which the search ends.
+PATTERN_TARGET_GAP: float = EXACT_REL_GAP
 #: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
 #: as they are: those that over-commit cores and memory least.
 REOPTIMISED_PLANS: int = 3
@@ -86,8 +90,6 @@ SPREAD_PATTERN_BOUND: str = "spread-pattern-bound"
 #: The name the warm-start plan goes by in logs and notes.
 WARM_START: str = "previous-round"
 
-#: A plan as a set of (job, parts): equal iff the plans are (no sort needed).
-PlanKey = frozenset[tuple[str, tuple[tuple[int, int], ...]]]
 #: Records a plan found (route name, plan, points, deployed parts) and returns its state.
 Keep = Callable[..., State]
 
@@ -270,7 +272,7 @@ class RoundSearch:
         ctx = self.ctx
         try:
             plan = plan_of(ctx)
-            key = frozenset(plan.items())
+            key = plan_key(plan)
             if key in self.seen:
                 return False
             self.seen.add(key)
@@ -361,7 +363,7 @@ class RoundSearch:
                 outcome = e
             if (
                 not isinstance(outcome, RoundingError)
-                and (slot := self.pended.get(frozenset(outcome.items()))) is not None
+                and (slot := self.pended.get(plan_key(outcome))) is not None
             ):
                 self.pending[slot] = (t.order, t.name, outcome)
             else:
@@ -481,7 +483,7 @@ class RoundSearch:
         ctx = self.ctx
         if not PATTERN_BOUND or any(j.sensitivity_by_type for j in ctx.runnable):
             return math.inf
-        iterations, gap = PATTERN_BOUND_ITERATIONS, EXACT_REL_GAP
+        iterations, gap = PATTERN_BOUND_ITERATIONS, PATTERN_TARGET_GAP
         if self.any_spreads:
             if not (
                 PATTERN_SPREAD_BOUND
