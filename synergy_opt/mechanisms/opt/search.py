@@ -65,8 +65,16 @@ log = logging.getLogger(__name__)
 #: bound (so within it of the optimum too): the last 0.2% costs seconds of neighbourhood
 #: search per round at 128 GPUs.
 TARGET_GAP: float = 2e-3
-#: Where no job may spread, the gap below the pattern LP's bound at which the search ends.
+#: Where no job may spread, the gap below the pattern LP's bound at which the late routes
+#: stop being tried (the proof gap: a plan there is proven optimal; ``pattern-root`` often
+#: gets there, single-GPU 128 seed 27 at 170.89 where the earlier routes left 170.70) ...
 PATTERN_TARGET_GAP: float = EXACT_REL_GAP
+#: ... and the one at which the neighbourhood search after them stops: ``TARGET_GAP``, as
+#: below the super-machine's bound.  With the proof gap there the search spent 0.9-1.2 s
+#: on CPU-scarce 128 seed 15 without a gain (147.66, bound 147.675) and 0.3 s on
+#: single-GPU seed 12 for its 0.16 % (166.86 -> 167.13, the optimum); on single-GPU and
+#: CPU-scarce 128 seeds 0-39 no other answer changed.
+PATTERN_SEARCH_GAP: float = TARGET_GAP
 #: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
 #: as they are: those that over-commit cores and memory least.
 REOPTIMISED_PLANS: int = 3
@@ -438,6 +446,8 @@ class RoundSearch:
                     start = plan
         if start is None:
             return None
+        if self.pattern_bound is not None and not self.any_spreads:
+            target = min(target, self.pattern_bound * (1 - PATTERN_SEARCH_GAP))
         state = search_from(ctx, start, target)
         if dive is not None and state.total < target and dive.ready():
             # answered during that search: searched from below, with the other late plans
