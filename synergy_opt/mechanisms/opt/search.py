@@ -75,6 +75,14 @@ PATTERN_TARGET_GAP: float = EXACT_REL_GAP
 #: single-GPU seed 12 for its 0.16 % (166.86 -> 167.13, the optimum); on single-GPU and
 #: CPU-scarce 128 seeds 0-39 no other answer changed.
 PATTERN_SEARCH_GAP: float = TARGET_GAP
+#: Where the search from the best plan ends below the target, it runs again from the other
+#: late plans and from the plan the late routes displaced, but only from those within this
+#: fraction of the best answer so far.  Split penalties 128 GPUs seeds 0-23 (no limit):
+#: the 12 searches from plans 0.7-9.6 % below the best (seeds 2, 7, 8, 11, 13, 17, 21)
+#: gained nothing and took 4.6-61 s each (seed 7: 61 of its 102 s, from 53.2 to 58.08
+#: where the answer was 58.7186); the one that gained started 0.19 % below (seed 1195:
+#: 55.4432 -> 55.841, the optimum, where the best plan's search stayed at 55.547).
+OTHER_START_GAP: float = 5e-3
 #: Plans re-optimised per round (a MIP each) when no plan deploys the super-machine points
 #: as they are: those that over-commit cores and memory least.
 REOPTIMISED_PLANS: int = 3
@@ -112,6 +120,12 @@ def search_from(ctx: RoundContext, state: State, target: float) -> State:
     if state.total < target:
         state = gather_move(ctx, state, target)
     return state
+
+
+def far_below(start: State, best: State) -> bool:
+    """Whether ``start`` is more than :data:`OTHER_START_GAP` below ``best``: the search
+    is not run again from there."""
+    return start.total < best.total - OTHER_START_GAP * max(1.0, abs(best.total))
 
 
 def replaying(outcome: GpuPlan | RoundingError) -> RoutePlan:
@@ -458,12 +472,17 @@ class RoundSearch:
             # Another late plan can be the better start (split penalties 128 GPUs seed
             # 1195: from counting-full-servers' 55.547 the search gains nothing, from
             # counting-near's 55.4432 it reaches 55.841, the optimum).
-            if state.total >= target:
+            if state.total >= target or far_below(other_start, state):
                 break
             other = search_from(ctx, other_start, target)
             if other.total > state.total + PRUNE_EPS * max(1.0, state.total):
                 state = other
-        if routed is not None and start is not routed and state.total < target:
+        if (
+            routed is not None
+            and start is not routed
+            and state.total < target
+            and not far_below(routed, state)
+        ):
             # A late route's better plan can lead the search to a lower answer than the
             # plan it displaced (split penalties 96 GPUs seed 1062: 39.85 against 40.011,
             # the optimum): search from that one too and keep the better.
