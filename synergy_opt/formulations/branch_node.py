@@ -295,7 +295,7 @@ def solve_node(
         if solved is None:
             return None
         value, x, duals = solved
-        prices = _prices(data, names, duals)
+        prices = _prices(data, names, duals, pricer.shapes)
         bound: float | None = value
         added = 0
         cuts: list[tuple[int, np.ndarray, float]] = []

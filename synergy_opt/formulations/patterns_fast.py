@@ -417,12 +417,20 @@ def _pricing_solve(
     return bound, sols[::-1]
 
 
-def _prices(data: Mapping[str, Any], names: Sequence[str], duals: np.ndarray) -> Prices:
+def _prices(
+    data: Mapping[str, Any],
+    names: Sequence[str],
+    duals: np.ndarray,
+    shapes: tuple[tuple[int, ...], ...] | None = None,
+) -> Prices:
+    """The master's duals by row (``shapes``: :func:`server_shapes` of ``data``, when the
+    caller has it: column generation asks once per round of pricing)."""
+    shapes = server_shapes(data) if shapes is None else shapes
     at = dict(zip(names, duals.tolist(), strict=True))
     slots = list(data["slots"])
     return Prices(
         cover={k: at[_name("eq4_class_cover", (k,))] for k in data["g"]},
-        count={c: at[_name("pat_server_count", (c,))] for c in range(len(server_shapes(data)))},
+        count={c: at[_name("pat_server_count", (c,))] for c in range(len(shapes))},
         gpus={ki: at[_name("pat_spread_gpus", ki)] for ki in slots},
         cpus={ki: at[_name("pat_spread_cpus", ki)] for ki in slots},
         mem={ki: at[_name("pat_spread_mem", ki)] for ki in slots},
@@ -507,7 +515,7 @@ def pattern_bound(
     it = 0
     while it < max_iterations:
         it += 1
-        mm, _, names = build_master_matrix(data, patterns)
+        mm, _, names = build_master_matrix(data, patterns, shapes=shapes)
         solved = _lp_duals(mm)
         if solved is None:
             break
@@ -515,7 +523,7 @@ def pattern_bound(
         if ceiling is not None and master_value >= ceiling + 1e-9 * max(1.0, abs(ceiling)):
             log.debug("patterns: master %s at or above the ceiling %s", master_value, ceiling)
             break
-        prices = _prices(data, names, duals)
+        prices = _prices(data, names, duals, shapes)
         bound = master_value
         added = 0
         cuts: list[PatternCut] = []
