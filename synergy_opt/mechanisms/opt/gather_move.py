@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from synergy_opt.mechanisms.opt.configure import reoptimise
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError, plan_key
 from synergy_opt.mechanisms.opt.neighbourhood import State, server_loads, solve_hood, total_of
 from synergy_opt.types import Job
 
@@ -97,7 +97,7 @@ def gather_move(ctx: RoundContext, state: State, target: float) -> State:
                 if tries >= GATHER_TRIES or state.total >= target:
                     return state
                 hood = sorted({plan[job.id][0][0]} | {s for s, _ in state.plan[job.id]})
-                key = (frozenset(plan.items()), tuple(hood))
+                key = (plan_key(plan), tuple(hood))
                 if key in ctx.gathers_tried:
                     continue
                 ctx.gathers_tried.add(key)
