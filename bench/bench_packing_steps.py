@@ -1,21 +1,24 @@
-"""The packing route's steps as shipped against the steps before 2026-12-06 (fifth session),
-side by side in one run.
+"""The packing route's steps as shipped against the steps before, side by side in one run.
 
 python bench/bench_packing_steps.py [--rounds multi-gpu:128:7,18,72 ...] [--passes 3] [--quick]
 
 For each round, ``opt``'s packing route (``packing_route.pack`` at the tightest
-super-machine's points) runs twice per pass, interleaved:
+super-machine's points) runs three times per pass, interleaved (the order turns each time):
 
 - ``now``: as shipped: the pattern LP's integral contents before CP-SAT's quick try where
-  every spread job spreads for free (``CONTENTS_FIRST``), then a packing with fewer parts
-  that keeps the first packing's whole jobs, from a complete hint, within
-  ``FEWER_PARTS_DETERMINISTIC_S``;
+  every spread job spreads for free (``CONTENTS_FIRST``), then fewer parts by dropping the
+  first packing's spare parts while three max-flows still carry every spread job
+  (``FEWER_PARTS_BY_FLOWS``, 2026-12-07's fourth session);
+- ``cp-sat``: the same first packing, then the fewer-parts packing by CP-SAT, keeping the
+  first packing's whole jobs, from a complete hint, within ``FEWER_PARTS_DETERMINISTIC_S``
+  (the code from 2026-12-06's fifth session to 2026-12-07's fourth session);
 - ``before``: CP-SAT's quick try first everywhere, and the fewer-parts solve on the whole
-  model, hinted by the first packing's GPUs alone, within 0.5 units (the code before).
+  model, hinted by the first packing's GPUs alone, within 0.5 units (the code before the
+  fifth session of 2026-12-06).
 
 Printed per round: each one's wall time (median over the passes), its parts and its
 fragmented jobs (the same on every pass: every solve stops at a deterministic budget), and
-the time ratio; then the summed times and their ratio.
+the time ratios against ``now``; then the summed times and their ratios.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +83,30 @@ def _before() -> Iterator[None]:
     packing_cp.solve_packing = old_fewer
     packing_route.CONTENTS_FIRST, packing_route.FEWER_PARTS_DETERMINISTIC_S = False, BEFORE_FEWER_S
     try:
-        yield
+        with _cp_sat():
+            yield
     finally:
         packing_cp.solve_packing = real
         packing_route.CONTENTS_FIRST, packing_route.FEWER_PARTS_DETERMINISTIC_S = first, fewer_s
+
+
+@contextmanager
+def _cp_sat() -> Iterator[None]:
+    """The fewer-parts packing by CP-SAT (``FEWER_PARTS_BY_FLOWS`` off)."""
+    by_flows = packing_route.FEWER_PARTS_BY_FLOWS
+    packing_route.FEWER_PARTS_BY_FLOWS = False
+    try:
+        yield
+    finally:
+        packing_route.FEWER_PARTS_BY_FLOWS = by_flows
+
+
+#: The variants, each a context the route runs in.
+VARIANTS: tuple[tuple[str, Callable[[], AbstractContextManager[None]]], ...] = (
+    ("before", _before),
+    ("cp-sat", _cp_sat),
+    ("now", nullcontext),
+)
 
 
 def _parts(plan: PlanView | None) -> tuple[int, int] | None:
@@ -141,33 +164,47 @@ def main(argv: list[str] | None = None) -> int:
         if ctx is None:
             ap.error(f"{family} {gpus} GPUs seed {seed}: no runnable job")
         ctxs.append(ctx)
-    now_t: list[list[float]] = [[] for _ in ctxs]
-    old_t: list[list[float]] = [[] for _ in ctxs]
-    now_p: list[tuple[int, int] | None] = [None] * len(ctxs)
-    old_p: list[tuple[int, int] | None] = [None] * len(ctxs)
+    times: dict[str, list[list[float]]] = {n: [[] for _ in ctxs] for n, _ in VARIANTS}
+    parts: dict[str, list[tuple[int, int] | None]] = {n: [None] * len(ctxs) for n, _ in VARIANTS}
     for p in range(args.passes):
         for i, ctx in enumerate(ctxs):
-            for which in ("now", "before") if (p + i) % 2 == 0 else ("before", "now"):
-                if which == "now":
-                    t, now_p[i] = _timed(lambda ctx=ctx: pack(ctx, bound_points(ctx)))
-                    now_t[i].append(t)
-                else:
-                    with _before():
-                        t, old_p[i] = _timed(lambda ctx=ctx: pack(ctx, bound_points(ctx)))
-                    old_t[i].append(t)
+            turn = (p + i) % len(VARIANTS)
+            for name, within in VARIANTS[turn:] + VARIANTS[:turn]:
+                with within():
+                    t, parts[name][i] = _timed(lambda ctx=ctx: pack(ctx, bound_points(ctx)))
+                times[name][i].append(t)
+    names = [n for n, _ in VARIANTS]
+    med = {n: [statistics.median(t) for t in times[n]] for n in names}
     rows: list[list[object]] = []
-    for (family, gpus, seed), tn, to, pn, po in zip(
-        rounds, now_t, old_t, now_p, old_p, strict=True
-    ):
-        mn, mo = statistics.median(tn), statistics.median(to)
-        rows.append([f"{family} {gpus}/{seed}", 1000 * mo, 1000 * mn, mo / mn, str(po), str(pn)])
-    total_o = sum(statistics.median(t) for t in old_t)
-    total_n = sum(statistics.median(t) for t in now_t)
-    rows.append(["sum", 1000 * total_o, 1000 * total_n, total_o / total_n, "", ""])
+    for i, (family, gpus, seed) in enumerate(rounds):
+        now = med["now"][i]
+        rows.append(
+            [
+                f"{family} {gpus}/{seed}",
+                *(1000 * med[n][i] for n in names),
+                *(med[n][i] / now for n in names[:-1]),
+                *(str(parts[n][i]) for n in names),
+            ]
+        )
+    sums = {n: sum(med[n]) for n in names}
+    rows.append(
+        [
+            "sum",
+            *(1000 * sums[n] for n in names),
+            *(sums[n] / sums["now"] for n in names[:-1]),
+            *([""] * len(names)),
+        ]
+    )
     table(
-        f"The packing route before and now, interleaved ({args.passes} passes, each round's "
-        "wall time its median; parts = (parts, fragmented jobs); None = no packing)",
-        ["round", "before ms", "now ms", "before/now", "before parts", "now parts"],
+        f"The packing route before, with CP-SAT's fewer parts, and now, interleaved "
+        f"({args.passes} passes, each round's wall time its median; parts = (parts, "
+        "fragmented jobs); None = no packing)",
+        [
+            "round",
+            *(f"{n} ms" for n in names),
+            *(f"{n}/now" for n in names[:-1]),
+            *(f"{n} parts" for n in names),
+        ],
         rows,
     )
     return 0

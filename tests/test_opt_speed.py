@@ -164,7 +164,7 @@ def test_network_flow_is_a_maximum_flow() -> None:
         assert all(u <= max(c, 0) for u, c in zip(used, cap, strict=True))
         assert sum(used) == want
         assert (cut == set()) == (want == sum(demand.values()))
-        flow = transport._flow(demand, spans, cap)
+        flow = transport.transport_flow(demand, spans, cap)
         if flow is not None:
             assert all(sum(flow[j].values()) == demand[j] for j in demand)
 

@@ -21,7 +21,7 @@ from synergy_opt.types import MEM_EPS_GB, PlacementPart, RoundInstance
 MEM_UNIT_GB: float = 1e-7
 
 
-def _flow(
+def transport_flow(
     demand: Mapping[str, int], spans: Mapping[str, Sequence[int]], cap: Sequence[int]
 ) -> dict[str, dict[int, int]] | None:
     """Integral flow giving every job its demand from its span's servers, or ``None``.
@@ -258,12 +258,12 @@ def _deploy(
     draw = {
         jid: sp if jid in keep else [s for s in sp if s not in avoid] for jid, sp in spans.items()
     }
-    cores = _flow({jid: points[jid][0] for jid in spread}, draw, free_c)
+    cores = transport_flow({jid: points[jid][0] for jid in spread}, draw, free_c)
     if cores is None:
         return None
     unit_cap = [int(math.floor(m / MEM_UNIT_GB + 5.0)) for m in free_m]
     units = {jid: int(math.ceil(points[jid][1] / MEM_UNIT_GB - 1e-3)) for jid in spread}
-    mem = _flow(units, draw, unit_cap)
+    mem = transport_flow(units, draw, unit_cap)
     if mem is None:
         return None
     out = {jid: [PlacementPart(servers[s].name, g, c, m)] for jid, s, g, c, m in whole}
