@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -114,3 +115,30 @@ def test_deferring_changes_no_answer(
     )
     if case[0] == "split-penalty":
         assert replayed  # no route reached the target: the deferred route ran afterwards
+
+
+def test_under_a_time_limit_the_class_mip_leaves_the_other_routes_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Multi-GPU 64 GPUs seed 54: the class MIP takes about 3 s to its node limit (51.69,
+    its bound 51.93); with the whole rest of a 2-s limit it left nothing to the ``counting``
+    route, which reaches the bound 55.09 in 0.8 s, and ``opt`` fell back to TUNE's 45.73.
+    Now it may use ``CLASS_MIP_TIME_SHARE`` of what is left; without a limit, none."""
+    from synergy_opt.mechanisms.opt import context as opt_context
+    from synergy_opt.mechanisms.opt.context import Clock
+
+    ctx = family_context("multi-gpu", 32, 0)
+    limits: list[float | None] = []
+    real = opt_context.solve_matrix
+
+    def recorded(mm: Any, *args: Any, **kwargs: Any) -> Any:
+        limits.append(kwargs.get("time_limit"))
+        return real(mm, *args, **kwargs)
+
+    monkeypatch.setattr(opt_context, "solve_matrix", recorded)
+    routes.server_class_mip(ctx)
+    assert limits == [None]
+    limits.clear()
+    routes.server_class_mip(dataclasses.replace(ctx, clock=Clock.started(100.0)))
+    (got,) = limits
+    assert got is not None and 0 < got <= routes.CLASS_MIP_TIME_SHARE * 100.0

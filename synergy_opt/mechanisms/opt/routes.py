@@ -31,6 +31,12 @@ from synergy_opt.types import MEM_EPS_GB, Job
 CLASS_MIP_MAX_COLUMNS: int = 400
 #: Branch-and-bound nodes for that route: a deterministic stop, unlike a time limit.
 CLASS_MIP_NODES: int = 200
+#: Under a time limit, the share of what is left that the route's MIP may use, so that the
+#: routes after it keep time (as ``counting_route.COUNTING_TIME_SHARE``).  With the whole
+#: rest, multi-GPU 64 GPUs seed 54 at a 2-s limit spent it all here (the MIP takes 2.6-3.3
+#: s to its node limit, at 51.69, its bound 51.93) and fell back to TUNE's 45.73, where
+#: the ``counting`` route after it reaches the bound 55.09 in 0.8 s.
+CLASS_MIP_TIME_SHARE: float = 0.25
 #: Fractions of the placement LP below this are zero (simplex noise).
 FRACTION_EPS: float = 1e-7
 #: HiGHS options of the placement LP.  Without presolve its dual simplex reaches the very
@@ -273,7 +279,9 @@ def server_class_mip(ctx: RoundContext) -> GpuPlan:
     if size > CLASS_MIP_MAX_COLUMNS:
         raise RoundingError(f"skipped: {size} columns > {CLASS_MIP_MAX_COLUMNS}")
     sc = build_server_classes(ctx.inst, ctx.classes, allowed)
-    res = ctx.solve(sc.matrix, rel_gap=1e-4, node_limit=CLASS_MIP_NODES)
+    res = ctx.solve(
+        sc.matrix, rel_gap=1e-4, node_limit=CLASS_MIP_NODES, time_share=CLASS_MIP_TIME_SHARE
+    )
     if res.x is None:
         raise RoundingError(f"server-class MIP ended {res.status} ({res.solver})")
     pending = [iter(cl.members) for cl in ctx.classes]
