@@ -210,6 +210,7 @@ def _highs_matrix(
     node_limit: int | None = None,
     start: np.ndarray | None = None,
     options: Mapping[str, bool | int | float | str] | None = None,
+    stop_past: float | None = None,
 ) -> SolveResult:
     import highspy
 
@@ -232,6 +233,8 @@ def _highs_matrix(
     if simplex and not mm.is_mip:
         h.setOptionValue("solver", "simplex")
     set_highs_options(h, options or {})
+    if stop_past is not None and mm.is_mip:
+        _stop_past(h, stop_past, mm.maximize)
     t0 = time.perf_counter()
     h.run()
     runtime = time.perf_counter() - t0
@@ -246,6 +249,7 @@ def _highs_matrix(
         S.kUnboundedOrInfeasible: TerminationStatus.INFEASIBLE_OR_UNBOUNDED,
         S.kSolutionLimit: TerminationStatus.LIMIT,
         S.kIterationLimit: TerminationStatus.LIMIT,
+        S.kInterrupt: TerminationStatus.LIMIT,  # stop_past
     }.get(ms, TerminationStatus.ERROR)
     has_sol = info.primal_solution_status == 2  # kSolutionStatusFeasible
     got = h.getSolution() if has_sol else None
@@ -272,6 +276,24 @@ def _highs_matrix(
         message=h.modelStatusToString(ms),
         row_dual=row_dual,
     )
+
+
+def _stop_past(h: Any, level: float, maximize: bool) -> None:
+    """Interrupt ``h``'s branch-and-bound once it has an incumbent and its dual bound says
+    no solution reaches ``level`` (below it when maximising, above it when minimising).
+    HiGHS calls back at the same points of its search on every run, so where it stops does
+    not depend on the machine."""
+    import highspy
+
+    def check(_kind: int, _message: str, out: Any, answer: Any, _data: Any) -> None:
+        if not math.isfinite(out.mip_primal_bound):
+            return
+        bound = out.mip_dual_bound
+        if (bound < level) if maximize else (bound > level):
+            answer.user_interrupt = True
+
+    h.setCallback(check, None)
+    h.startCallback(highspy.cb.HighsCallbackType.kCallbackMipInterrupt)
 
 
 #: A guarded solve is killed this long after its time limit (plus the share below): HiGHS
@@ -502,6 +524,7 @@ def solve_matrix(
     highs_options: Mapping[str, bool | int | float | str] | None = None,
     guard: bool = False,
     lp_first: bool = False,
+    stop_past: float | None = None,
 ) -> SolveResult:
     """Solve a matrix model; ``vertex`` asks LPs for a basic solution (simplex).
 
@@ -521,6 +544,10 @@ def solve_matrix(
     vertex when it is integral (:func:`_highs_lp_first`), else run the MIP in the time left.
     Meant for small MIPs solved many times whose relaxations are mostly integral;
     ``highs_options`` and ``start`` then apply to the MIP only.
+
+    ``stop_past`` (HiGHS MIPs, unguarded): stop (status LIMIT, the incumbent kept) once an
+    incumbent exists and the dual bound is below this level (above it when minimising): for
+    a caller that only needs solutions reaching it.  OR-Tools and guarded solves ignore it.
     """
     _check_backend(backend)
     t_entry = time.perf_counter()
@@ -536,7 +563,15 @@ def solve_matrix(
             )
         elif backend == "highs":
             res = _highs_matrix(
-                mm, time_limit, rel_gap, threads, vertex, node_limit, start, highs_options
+                mm,
+                time_limit,
+                rel_gap,
+                threads,
+                vertex,
+                node_limit,
+                start,
+                highs_options,
+                stop_past,
             )
         else:
             res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)

@@ -142,3 +142,33 @@ def test_under_a_time_limit_the_class_mip_leaves_the_other_routes_time(
     routes.server_class_mip(dataclasses.replace(ctx, clock=Clock.started(100.0)))
     (got,) = limits
     assert got is not None and 0 < got <= routes.CLASS_MIP_TIME_SHARE * 100.0
+
+
+def test_the_class_mip_stops_once_its_bound_is_below_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Multi-GPU 64 GPUs seed 54: the MIP's bound falls below the search's target at its
+    root; it stops there with its incumbent (``CLASS_MIP_STOP_BELOW_TARGET``), and ``opt``
+    still reaches the bound 55.09 by the ``counting`` route."""
+    from synergy_opt.mechanisms.opt import context as opt_context
+
+    ctx = family_context("multi-gpu", 64, 54)
+    got: list[object] = []
+    real = opt_context.solve_matrix
+
+    def recorded(mm: Any, *args: Any, **kwargs: Any) -> Any:
+        res = real(mm, *args, **kwargs)
+        got.append((kwargs.get("stop_past"), res))
+        return res
+
+    monkeypatch.setattr(opt_context, "solve_matrix", recorded)
+    plan = routes.server_class_mip(ctx)
+    assert all(len(parts) == 1 for parts in plan.values())
+    ((level, res),) = got
+    assert level == pytest.approx(_target(ctx))
+    assert res.status is TerminationStatus.LIMIT
+    assert res.dual_bound is not None and res.dual_bound < level
+    assert res.objective is not None and res.objective < res.dual_bound + 1e-9
+    monkeypatch.undo()
+    answer = Opt().allocate(ctx.inst)
+    assert answer.total_throughput == pytest.approx(55.09)

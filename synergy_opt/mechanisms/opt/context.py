@@ -218,10 +218,12 @@ class RoundContext:
         start: np.ndarray | None = None,
         highs_options: Mapping[str, bool | int | float | str] | None = None,
         time_share: float = 1.0,
+        stop_past: float | None = None,
     ) -> SolveResult:
         """Solve ``mm`` with the round's solver options and ``time_share`` of what is left of
         its time (``start``: a feasible solution the MIP starts from; ``highs_options``: set
-        on HiGHS after :data:`OPT_HIGHS_OPTIONS`)."""
+        on HiGHS after :data:`OPT_HIGHS_OPTIONS`; ``stop_past``: as
+        :func:`~synergy_opt.solve.solve_matrix`'s)."""
         options = {**OPT_HIGHS_OPTIONS, **(highs_options or {})}
         left = self.clock.left()
         res = solve_matrix(
@@ -234,6 +236,7 @@ class RoundContext:
             node_limit=node_limit,
             start=start,
             highs_options=options,
+            stop_past=stop_past,
         )
         if left is not None and res.status is TerminationStatus.TIME_LIMIT:
             self.time_stops.append(mm.name)
