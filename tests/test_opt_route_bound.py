@@ -172,3 +172,25 @@ def test_the_class_mip_stops_once_its_bound_is_below_the_target(
     monkeypatch.undo()
     answer = Opt().allocate(ctx.inst)
     assert answer.total_throughput == pytest.approx(55.09)
+
+
+def test_the_class_mip_runs_to_its_node_limit_where_a_job_spreads_at_a_penalty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Split penalties 64 GPUs seed 1069: the MIP's plan at its node limit is the routes'
+    best (25.30, which the spread move raises; tests/test_opt_spread_move.py), so there it
+    gets no level to stop at."""
+    from synergy_opt.mechanisms.opt import context as opt_context
+
+    ctx = family_context("split-penalty", 64, 1069)
+    assert any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
+    levels: list[object] = []
+    real = opt_context.solve_matrix
+
+    def recorded(mm: Any, *args: Any, **kwargs: Any) -> Any:
+        levels.append(kwargs.get("stop_past", "absent"))
+        return real(mm, *args, **kwargs)
+
+    monkeypatch.setattr(opt_context, "solve_matrix", recorded)
+    routes.server_class_mip(ctx)
+    assert levels == [None]
