@@ -73,6 +73,13 @@ def plan_key(plan: GpuPlan) -> PlanKey:
     return frozenset(plan.items())
 
 
+def spreads_at_penalty(ctx: RoundContext) -> bool:
+    """Whether some runnable job may spread at a split penalty (where the cheaper routes
+    miss the spreads that pay, and the penalised routes earn a larger model and more
+    nodes)."""
+    return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
+
+
 def gpu_parts(inst: RoundInstance, gpus: Sequence[tuple[int, int]]) -> list[PlacementPart]:
     """(server index, GPUs) pairs as placement parts, for reading floors (cores and memory
     do not enter one: under the per-server rule it is read at the sum of the servers'

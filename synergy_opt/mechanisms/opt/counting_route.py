@@ -51,6 +51,7 @@ from synergy_opt.mechanisms.opt.context import (
     Point,
     RoundContext,
     RoundingError,
+    spreads_at_penalty,
 )
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound, full_server_optimum
 from synergy_opt.mechanisms.opt.pattern_route import PATTERN_ROOT
@@ -108,7 +109,7 @@ def counting_route(ctx: RoundContext) -> GpuPlan:
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
     if pattern_route.PATTERN_ROOT_ROUTE and pattern_route.one_gpu_jobs(ctx):
         raise RoundingError(f"skipped: one-GPU jobs only (the {PATTERN_ROOT} route takes them)")
-    penalised = _penalised(ctx)
+    penalised = spreads_at_penalty(ctx)
     cap = COUNTING_ROUTE_MAX_COLUMNS_PENALISED if penalised else COUNTING_ROUTE_MAX_COLUMNS
     estimate = _column_estimate(ctx)
     if estimate > cap:  # decided before building anything
@@ -186,12 +187,6 @@ def point_sets(
     return {k: {points[jid][:2] for jid in ids} for k, ids in enumerate(data["classes"])}
 
 
-def _penalised(ctx: RoundContext) -> bool:
-    """Whether some runnable job may spread at a split penalty (where the cheaper routes
-    miss the spreads that pay, and this route earns a larger model and more nodes)."""
-    return any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
-
-
 def _column_estimate(ctx: RoundContext) -> int:
     """About the restricted model's columns, from the context alone: per class and
     super-machine point one whole-job column per server, and per job that may spread a
@@ -257,7 +252,7 @@ def counting_full_servers_route(ctx: RoundContext) -> GpuPlan:
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
-    if not _penalised(ctx):
+    if not spreads_at_penalty(ctx):
         raise RoundingError("skipped: no job may spread at a split penalty")
     full = full_server_optimum(ctx)
     if full is None:
@@ -302,7 +297,7 @@ def counting_near_route(ctx: RoundContext) -> GpuPlan:
     """
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         raise RoundingError("skipped: per-GPU-type matrices (the typed pass handles them)")
-    if not _penalised(ctx):
+    if not spreads_at_penalty(ctx):
         raise RoundingError("skipped: no job may spread at a split penalty")
     if "counting" in ctx.memo:
         raise RoundingError("skipped: the counting route realised the super-machine's points")

@@ -52,8 +52,13 @@ from synergy_opt.deadline import (
     usable_cores,
 )
 from synergy_opt.formulations.branch_price import branch_and_price
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, gpu_plan, plan_key
-from synergy_opt.mechanisms.opt.counting_route import _penalised
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    RoundContext,
+    gpu_plan,
+    plan_key,
+    spreads_at_penalty,
+)
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
 log = logging.getLogger(__name__)
@@ -88,7 +93,7 @@ def _why_not(ctx: RoundContext) -> str | None:
         return "switched off by the caller"
     if any(j.sensitivity_by_type is not None for j in ctx.runnable):
         return "per-GPU-type matrices (the pattern model is not stated for them)"
-    if not _penalised(ctx) or not any(ctx.may_spread(j) for j in ctx.runnable):
+    if not spreads_at_penalty(ctx) or not any(ctx.may_spread(j) for j in ctx.runnable):
         return "no job may spread at a split penalty"
     left = ctx.clock.left()
     if left is None:

@@ -20,11 +20,15 @@ within its node limit.
 from __future__ import annotations
 
 from synergy_opt.formulations.counting import counting_data
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    RoundContext,
+    RoundingError,
+    spreads_at_penalty,
+)
 from synergy_opt.mechanisms.opt.counting_route import (
     COUNTING_ROUTE_MAX_COLUMNS,
     _column_estimate,
-    _penalised,
     relax_and_fix_plan,
     super_machine_model,
 )
@@ -51,7 +55,8 @@ def relax_fix_route(ctx: RoundContext) -> GpuPlan:
     if not ctx.inst.per_server_shares:  # decided before building anything (16 ms at 128 GPUs)
         raise RoundingError("skipped: no floor depends on how a job's GPUs split (one share)")
     estimate = _column_estimate(ctx)
-    if estimate <= COUNTING_ROUTE_MAX_COLUMNS and ("counting" in ctx.memo or _penalised(ctx)):
+    taken = "counting" in ctx.memo or spreads_at_penalty(ctx)
+    if estimate <= COUNTING_ROUTE_MAX_COLUMNS and taken:
         # The counting route took this model whole and found a plan, or ran relax-and-fix
         # itself (it does so first where a job spreads at a penalty).  Where its one MIP
         # found nothing within its nodes, relax-and-fix is what is left (mixed shapes 64 GPUs

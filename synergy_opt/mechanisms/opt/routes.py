@@ -21,7 +21,12 @@ import numpy as np
 
 from synergy_opt.formulations.fast import build_placement_fast, build_server_classes
 from synergy_opt.mechanisms.opt.bridges import bridged
-from synergy_opt.mechanisms.opt.context import GpuPlan, RoundContext, RoundingError
+from synergy_opt.mechanisms.opt.context import (
+    GpuPlan,
+    RoundContext,
+    RoundingError,
+    spreads_at_penalty,
+)
 from synergy_opt.mechanisms.packing import most_free_first
 from synergy_opt.solve import TerminationStatus, solve_matrix
 from synergy_opt.types import MEM_EPS_GB, Job
@@ -288,17 +293,16 @@ def server_class_mip(ctx: RoundContext) -> GpuPlan:
     size = _class_size(ctx, allowed)
     if size > CLASS_MIP_MAX_COLUMNS:
         raise RoundingError(f"skipped: {size} columns > {CLASS_MIP_MAX_COLUMNS}")
-    from synergy_opt.mechanisms.opt.search import TARGET_GAP  # the search imports this module
+    from synergy_opt.mechanisms.opt.search import round_target  # the search imports this module
 
     sc = build_server_classes(ctx.inst, ctx.classes, allowed)
-    target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
-    penalised = any(j.gpus >= 2 and j.split_penalty < 1.0 for j in ctx.runnable)
+    stop = CLASS_MIP_STOP_BELOW_TARGET and not spreads_at_penalty(ctx)
     res = ctx.solve(
         sc.matrix,
         rel_gap=1e-4,
         node_limit=CLASS_MIP_NODES,
         time_share=CLASS_MIP_TIME_SHARE,
-        stop_past=target if CLASS_MIP_STOP_BELOW_TARGET and not penalised else None,
+        stop_past=round_target(ctx) if stop else None,
     )
     if res.x is None:
         raise RoundingError(f"server-class MIP ended {res.status} ({res.solver})")

@@ -40,8 +40,8 @@ from synergy_opt.mechanisms.opt.context import (
     RoundContext,
     RoundingError,
     plan_key,
+    spreads_at_penalty,
 )
-from synergy_opt.mechanisms.opt.counting_route import _penalised
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
@@ -120,6 +120,11 @@ def search_from(ctx: RoundContext, state: State, target: float) -> State:
     if state.total < target:
         state = gather_move(ctx, state, target)
     return state
+
+
+def round_target(ctx: RoundContext) -> float:
+    """What the search aims at: :data:`TARGET_GAP` below the super-machine's optimum."""
+    return ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
 
 
 def far_below(start: State, best: State) -> bool:
@@ -260,7 +265,7 @@ class RoundSearch:
 
     def __post_init__(self) -> None:
         ctx = self.ctx
-        self.target = ctx.optimum - max(TARGET_GAP * abs(ctx.optimum), 1e-9)
+        self.target = round_target(ctx)
         self.any_spreads = any(ctx.may_spread(j) for j in ctx.runnable)
 
     def reached(self) -> bool:
@@ -518,7 +523,7 @@ class RoundSearch:
                 PATTERN_SPREAD_BOUND
                 and SPREAD_PATTERN_BOUND not in ctx.routes_off
                 and ctx.clock.left() is None
-                and _penalised(ctx)
+                and spreads_at_penalty(ctx)
                 and len(ctx.inst.cluster.servers) <= PATTERN_SPREAD_MAX_SERVERS
             ):
                 return math.inf
