@@ -54,6 +54,15 @@ class FewerParts:
 
 
 @dataclass(frozen=True, slots=True)
+class _Need:
+    """Each spread job's GPUs, cores and memory units (the same for every support tried)."""
+
+    gpus: Mapping[str, int]
+    cpus: Mapping[str, int]
+    mem: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
 class _Room:
     """Each server's GPUs, cores and memory units left by the whole jobs."""
 
@@ -78,8 +87,13 @@ def fewer_parts(
         raise ValueError("fewer_parts: packings with free groups are not supported")
     room = _room(data, plan)
     jobs = {sj.job.id: sj for sj in data.spread}
+    need = _Need(
+        {jid: sj.job.gpus for jid, sj in jobs.items()},
+        {jid: sj.cpus for jid, sj in jobs.items()},
+        {jid: units_up(sj.mem_gb) for jid, sj in jobs.items()},
+    )
     support = {jid: tuple(s for s, _ in plan[jid]) for jid in jobs}
-    best = _serve(jobs, support, room)
+    best = _serve(need, support, room)
     if best is None:
         return None
     dropped = checks = 0
@@ -96,7 +110,7 @@ def fewer_parts(
             kept = (s,) if whole else tuple(x for x in now if x != s)
             trial = {**support, jid: kept}
             checks += 1
-            served = _serve(jobs, trial, room)
+            served = _serve(need, trial, room)
             if served is not None:
                 dropped += len(now) - len(kept)
                 support, best, progress = trial, served, True
@@ -160,9 +174,7 @@ _Flows = tuple[
 ]
 
 
-def _serve(
-    jobs: Mapping[str, SpreadJob], support: Mapping[str, tuple[int, ...]], room: _Room
-) -> _Flows | None:
+def _serve(need: _Need, support: Mapping[str, tuple[int, ...]], room: _Room) -> _Flows | None:
     """The GPUs (one on every part, then a max-flow for the rest), cores and memory units
     of every spread job on ``support``, or ``None`` where one of the three falls short."""
     used = [0] * len(room.gpus)
@@ -172,16 +184,16 @@ def _serve(
     left = [g - u for g, u in zip(room.gpus, used, strict=True)]
     if min(left, default=0) < 0:
         return None
-    extra = {jid: sj.job.gpus - len(support[jid]) for jid, sj in jobs.items()}
+    extra = {jid: g - len(support[jid]) for jid, g in need.gpus.items()}
     if min(extra.values(), default=0) < 0:
         return None
     more = transport_flow(extra, support, left)
     if more is None:
         return None
-    cores = transport_flow({jid: sj.cpus for jid, sj in jobs.items()}, support, room.cpus)
+    cores = transport_flow(need.cpus, support, room.cpus)
     if cores is None:
         return None
-    mem = transport_flow({jid: units_up(sj.mem_gb) for jid, sj in jobs.items()}, support, room.mem)
+    mem = transport_flow(need.mem, support, room.mem)
     if mem is None:
         return None
     gpus = {jid: {s: 1 + more[jid].get(s, 0) for s in sp} for jid, sp in support.items()}
