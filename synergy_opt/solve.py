@@ -81,6 +81,11 @@ class SolveResult:
     #: Row duals of an optimal LP (HiGHS; ``None`` otherwise), in HiGHS's sign: for a
     #: maximisation, how much the objective rises per unit a row's bound is raised.
     row_dual: np.ndarray | None = None
+    #: Where ``lp_first`` solved the LP relaxation, found its vertex fractional and ran the
+    #: MIP: the relaxation's optimum and row duals (as ``row_dual``), else ``None``.  A
+    #: caller can bound the MIP with other right-hand sides from them.
+    relaxation_objective: float | None = None
+    relaxation_row_dual: np.ndarray | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -342,9 +347,10 @@ LP_FIRST_INTEGRALITY_TOL: float = 1e-7
 
 def _highs_lp_first(
     mm: MatrixModel, time_limit: float | None, threads: int | None
-) -> SolveResult | None:
-    """The MIP ``mm`` solved as its LP relaxation, when the relaxation's vertex is integral;
-    ``None`` otherwise (the caller then runs the MIP).
+) -> tuple[SolveResult | None, SolveResult | None]:
+    """The MIP ``mm`` solved as its LP relaxation, when the relaxation's vertex is integral
+    (else ``None``: the caller then runs the MIP), and the relaxation's own solve (``None``
+    where it did not end optimal).
 
     Why: the super-machine MIPs of OPT's rounds count jobs per (class, grid point) and their
     LP vertex is integral on most rounds (6 of 8 multi-GPU 128-GPU rounds); HiGHS's MIP
@@ -365,21 +371,22 @@ def _highs_lp_first(
         simplex=True,
         options={"presolve": "off", "simplex_strategy": 4},
     )
-    x = res.x
-    if res.status is not TerminationStatus.OPTIMAL or x is None or res.objective is None:
-        return None
-    if not np.all(np.isfinite(x)):  # NaN would pass the integrality test below
-        return None
+    if res.status is not TerminationStatus.OPTIMAL or res.x is None or res.objective is None:
+        return None, None
+    if not np.all(np.isfinite(res.x)):  # NaN would pass the integrality test below
+        return None, None
+    x = res.x.copy()
     ints = np.asarray(mm.integer, dtype=bool)
     rounded = np.round(x[ints])
     if np.any(np.abs(x[ints] - rounded) > LP_FIRST_INTEGRALITY_TOL):
-        return None
+        return None, res
     x[ints] = rounded
     objective = float(np.dot(mm.cost, x))
     bound = max(objective, res.objective) if mm.maximize else min(objective, res.objective)
-    return dataclasses.replace(
+    integral = dataclasses.replace(
         res, objective=objective, dual_bound=bound, x=x, message="Optimal (integral LP relaxation)"
     )
+    return integral, res
 
 
 # --------------------------------------------------------------------------- OR-Tools
@@ -552,10 +559,13 @@ def solve_matrix(
     _check_backend(backend)
     t_entry = time.perf_counter()
     res: SolveResult | None = None
+    relaxation: SolveResult | None = None
     if backend == "highs" and lp_first and mm.is_mip and not guard:
-        res = _highs_lp_first(mm, time_limit, threads)
+        res, relaxation = _highs_lp_first(mm, time_limit, threads)
         if res is None and time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - t_entry), 1e-3)
+        if res is not None:
+            relaxation = None  # the vertex is the answer: its duals are ``row_dual``
     if res is None:  # else the LP relaxation's integral vertex: the MIP's optimum
         if backend == "highs" and guard and mm.is_mip and time_limit is not None:
             res = _guarded_highs(
@@ -575,6 +585,12 @@ def solve_matrix(
             )
         else:
             res = _ortools_matrix(mm, time_limit, rel_gap, threads, node_limit, start)
+        if relaxation is not None and relaxation.row_dual is not None:
+            res = dataclasses.replace(
+                res,
+                relaxation_objective=relaxation.objective,
+                relaxation_row_dual=relaxation.row_dual,
+            )
     res = _finite(mm, res)
     log.debug(
         "%s %s: %s obj=%s bound=%s in %.3fs",
