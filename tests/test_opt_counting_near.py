@@ -137,7 +137,7 @@ def test_search_also_runs_from_the_plan_a_late_route_displaced(
         swap[id(got)], swap[id(routed)] = routed, got
         return got
 
-    def searched(ctx: Any, state: State, target: float) -> State:
+    def searched(ctx: Any, state: State, target: float, interrupt: Any = None) -> State:
         starts.append(state)
         return swap[id(state)]
 

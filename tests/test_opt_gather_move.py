@@ -172,7 +172,7 @@ def test_search_gathers_last_and_only_below_the_target(
     reached = State(state.plan, state.points, state.total + 1.0)
 
     def step(name: str, out: State | None) -> Any:
-        def run(ctx: Any, st: State, target: float) -> State:
+        def run(ctx: Any, st: State, target: float, interrupt: Any = None) -> State:
             calls.append(name)
             return st if out is None else out
 

@@ -26,9 +26,9 @@ def _starts(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     starts: list[float] = []
     real = search.search_from
 
-    def recorded(ctx: Any, state: Any, target: float) -> Any:
+    def recorded(ctx: Any, state: Any, target: float, interrupt: Any = None) -> Any:
         starts.append(state.total)
-        return real(ctx, state, target)
+        return real(ctx, state, target, interrupt)
 
     monkeypatch.setattr(search, "search_from", recorded)
     return starts

@@ -301,9 +301,9 @@ def test_the_search_after_the_late_routes_stops_within_target_gap_of_the_pattern
     calls: list[float] = []
     real = search.improve
 
-    def counted(ctx: Any, state: Any, target: float) -> Any:
+    def counted(ctx: Any, state: Any, target: float, interrupt: Any = None) -> Any:
         calls.append(target)
-        return real(ctx, state, target)
+        return real(ctx, state, target, interrupt)
 
     monkeypatch.setattr(search, "improve", counted)
     got = _opt(family_round("cpu-scarce", 128, 15))

@@ -25,7 +25,7 @@ round's total rises.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -151,9 +151,15 @@ def server_loads(ctx: RoundContext, state: State) -> tuple[list[float], list[flo
     return used_c, used_m, free
 
 
-def improve(ctx: RoundContext, state: State, target: float) -> State:
+def improve(
+    ctx: RoundContext,
+    state: State,
+    target: float,
+    interrupt: Callable[[State], bool] | None = None,
+) -> State:
     """Improve ``state`` by exact re-decisions on server neighbourhoods (see module doc),
-    stopping once its total reaches ``target``."""
+    stopping once its total reaches ``target``, or before the next neighbourhood once
+    ``interrupt(state)`` says so (the caller has a better start than ``state`` waiting)."""
     n_s = len(ctx.inst.cluster.servers)
     near = state.total >= ctx.optimum * (1 - LNS_NEAR_GAP)
     patience = LNS_NEAR_PATIENCE if near else LNS_PATIENCE
@@ -167,6 +173,8 @@ def improve(ctx: RoundContext, state: State, target: float) -> State:
             hoods = _neighbourhoods(ctx, state)
         misses = 0
         for hood in hoods:
+            if interrupt is not None and interrupt(state):
+                return state
             key = (tuple(sorted(hood)), round(state.total, 9))
             if key in tried:
                 continue  # same servers, same answer so far: the sub-MIP would repeat
