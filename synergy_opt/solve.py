@@ -349,8 +349,8 @@ def _highs_lp_first(
     mm: MatrixModel, time_limit: float | None, threads: int | None
 ) -> tuple[SolveResult | None, SolveResult | None]:
     """The MIP ``mm`` solved as its LP relaxation, when the relaxation's vertex is integral
-    (else ``None``: the caller then runs the MIP), and the relaxation's own solve (``None``
-    where it did not end optimal).
+    (else ``None``: the caller then runs the MIP), and, where it is fractional, the
+    relaxation's own solve (else ``None``: an integral vertex carries its duals itself).
 
     Why: the super-machine MIPs of OPT's rounds count jobs per (class, grid point) and their
     LP vertex is integral on most rounds (6 of 8 multi-GPU 128-GPU rounds); HiGHS's MIP
@@ -386,7 +386,7 @@ def _highs_lp_first(
     integral = dataclasses.replace(
         res, objective=objective, dual_bound=bound, x=x, message="Optimal (integral LP relaxation)"
     )
-    return integral, res
+    return integral, None
 
 
 # --------------------------------------------------------------------------- OR-Tools
@@ -564,8 +564,6 @@ def solve_matrix(
         res, relaxation = _highs_lp_first(mm, time_limit, threads)
         if res is None and time_limit is not None:
             time_limit = max(time_limit - (time.perf_counter() - t_entry), 1e-3)
-        if res is not None:
-            relaxation = None  # the vertex is the answer: its duals are ``row_dual``
     if res is None:  # else the LP relaxation's integral vertex: the MIP's optimum
         if backend == "highs" and guard and mm.is_mip and time_limit is not None:
             res = _guarded_highs(
