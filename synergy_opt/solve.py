@@ -371,11 +371,11 @@ def _highs_lp_first(
         simplex=True,
         options={"presolve": "off", "simplex_strategy": 4},
     )
-    if res.status is not TerminationStatus.OPTIMAL or res.x is None or res.objective is None:
+    x = res.x
+    if res.status is not TerminationStatus.OPTIMAL or x is None or res.objective is None:
         return None, None
-    if not np.all(np.isfinite(res.x)):  # NaN would pass the integrality test below
+    if not np.all(np.isfinite(x)):  # NaN would pass the integrality test below
         return None, None
-    x = res.x.copy()
     ints = np.asarray(mm.integer, dtype=bool)
     rounded = np.round(x[ints])
     if np.any(np.abs(x[ints] - rounded) > LP_FIRST_INTEGRALITY_TOL):

@@ -45,14 +45,20 @@ def _super_machine(inst: RoundInstance) -> tuple[MatrixModel, SolveResult]:
     return mm, res
 
 
-def relaxed_optimum(mm: MatrixModel) -> float:
-    """The LP relaxation with every count row (4) relaxed to ``<= n_k``."""
+def counts_relaxed(mm: MatrixModel) -> MatrixModel:
+    """``mm`` with every count row (4) relaxed to ``<= n_k``: its solutions are the
+    allocations of the runnable set or of part of it."""
     lower = np.array(mm.row_lower, dtype=np.float64)
     for i, name in enumerate(mm.row_names):
         if name.startswith("eq4["):
             lower[i] = 0.0
-    relaxed = dataclasses.replace(mm, integer=np.zeros_like(mm.integer), row_lower=lower)
-    res = solve_matrix(relaxed, "highs")
+    return dataclasses.replace(mm, row_lower=lower)
+
+
+def relaxed_optimum(mm: MatrixModel) -> float:
+    """The LP relaxation with every count row (4) relaxed to ``<= n_k``."""
+    relaxed = counts_relaxed(mm)
+    res = solve_matrix(dataclasses.replace(relaxed, integer=np.zeros_like(mm.integer)), "highs")
     assert res.status is TerminationStatus.OPTIMAL and res.objective is not None
     return res.objective
 
@@ -60,11 +66,7 @@ def relaxed_optimum(mm: MatrixModel) -> float:
 def relaxed_mip_optimum(mm: MatrixModel) -> float:
     """The MIP itself with every count row (4) relaxed to ``<= n_k``: the best allocation
     of the runnable set or of part of it."""
-    lower = np.array(mm.row_lower, dtype=np.float64)
-    for i, name in enumerate(mm.row_names):
-        if name.startswith("eq4["):
-            lower[i] = 0.0
-    res = solve_matrix(dataclasses.replace(mm, row_lower=lower), "highs", rel_gap=1e-9)
+    res = solve_matrix(counts_relaxed(mm), "highs", rel_gap=1e-9)
     assert res.status is TerminationStatus.OPTIMAL and res.dual_bound is not None
     return res.dual_bound
 
