@@ -35,11 +35,12 @@ Public API::
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,13 @@ SET_CHUNK: int = 16
 #: integral packings need such slack: split-penalty 128 seed 2's optimum has parts with
 #: 146-354 GB where the bare patterns of the same jobs had none).
 FREE: float = 1e-9
+#: Rows, runs and sets whose bounds cannot reach the values a call keeps are not looked
+#: at (the same answers, bit for bit).  Off only to measure it
+#: (``bench/bench_pricing_enum.py``).
+PRUNE: bool = True
+#: Relative margin for the rounding of a bound summed in another order than the value
+#: it bounds (the values are sums of a few hundred at most: rounding is ~1e-13 of them).
+ROUND_MARGIN: float = 1e-9
 #: Memory fits when it is within this (relative) of the capacity (the MIP's rows keep
 #: HiGHS's feasibility tolerance, 1e-7; a few ULPs of summing GB decide nothing here).
 MEM_TOL: float = 1e-9
@@ -93,6 +101,7 @@ class SlotSide:
     slot_class: np.ndarray
     class_cap: np.ndarray
     bounds: np.ndarray  # (slot, 3): a, cp, mp upper bounds of a part
+    per_all: np.ndarray  # (set, class with slots): the set's slots of each class
     G: int
     C: int
     M: float
@@ -111,14 +120,17 @@ class SlotSide:
             log.debug("pricing of server %s: over %d slot sets, MIP pricing", s, MAX_SETS)
             return None
         bounds = np.asarray([part_bounds(dict(data), *ki, s) for ki in slots], dtype=np.float64)
+        slot_class = np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64)
+        per_all = sets.astype(np.int64) @ np.eye(len(spread), dtype=np.int64)[slot_class]
         return cls(
             len(xs),
             tuple(slots),
             tuple(spread),
             sets,
-            np.asarray([spread_of[k] for k, _ in slots], dtype=np.int64),
+            slot_class.reshape(len(slots)),
             np.asarray(spread_caps, dtype=np.int64),
             bounds.reshape(len(slots), 3),
+            per_all.reshape(len(sets), len(spread)),
             G,
             int(data["C"][s]),
             float(data["M"][s]),
@@ -135,11 +147,9 @@ class SlotSide:
         number = {k: r for r, k in enumerate(self.classes)}
         return np.asarray([number.get(k, -1) for k, _ in xs], dtype=np.int64).reshape(len(xs))
 
-    def call(
-        self, cost: np.ndarray, upper: np.ndarray
-    ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def call(self, cost: np.ndarray, upper: np.ndarray) -> SlotCall:
         """One call's parts, usable sets of slots and per set: its slots per class with
-        slots (``per``), and its GPU and core fill tables (by the whole jobs' GPUs, cores)."""
+        slots, and its GPU and core fill tables (by the whole jobs' GPUs, cores)."""
         nx, ns = self.nx, len(self.slots)
         col = np.asarray(cost, dtype=np.float64)
         up = np.asarray(upper, dtype=np.float64)
@@ -155,12 +165,12 @@ class SlotSide:
             np.minimum(self.bounds[:, 2], ump),
         )
         usable = (uu >= 0.5) & (parts.A >= 1)
-        sets = self.sets[~np.any(self.sets[:, ~usable], axis=1)]
+        in_use = np.flatnonzero(~np.any(self.sets[:, ~usable], axis=1))
+        sets = self.sets[in_use]
         inside = sets.astype(np.float64)
-        per = sets.astype(np.int64) @ np.eye(self.spread, dtype=np.int64)[self.slot_class]
         fa = self.gpu_table(inside, parts)
         fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
-        return parts, sets, inside, per.reshape(len(sets), self.spread), fa, fc
+        return SlotCall(parts, in_use, sets, inside, self.per_all[in_use], fa, fc)
 
     def gpu_table(self, inside: np.ndarray, parts: _Parts) -> np.ndarray:
         """Per set (rows) and whole-job GPUs g (columns): the parts' GPU value, one GPU
@@ -249,6 +259,9 @@ class PatternTable:
     item: np.ndarray
     levels: tuple[np.ndarray, ...]
     order: np.ndarray
+    # per set of slots (all of ``side.sets``) and counts id: whether the set's parts fit
+    # beside whole jobs of those counts (``pat_one_role``'s n_k); no cost changes it
+    compat_all: np.ndarray
 
     @property
     def nx(self) -> int:
@@ -321,6 +334,10 @@ class PatternTable:
         key = np.stack([sig[order], gpus[order], cores[order]], axis=1)
         new = np.ones(n_rows, dtype=bool)
         new[1:] = np.any(key[1:] != key[:-1], axis=1)
+        compat = np.ones((len(side.sets), len(sig_counts)), dtype=bool)
+        for r_id in range(side.spread):  # class by class: no (sets, counts, classes) array
+            room = side.class_cap[r_id] - sig_counts[:, r_id]
+            compat &= side.per_all[:, r_id, None] <= room[None]
         return cls(
             side,
             idx[order],
@@ -334,6 +351,7 @@ class PatternTable:
             add,
             tuple(levels),
             order,
+            compat,
         )
 
     @property
@@ -375,17 +393,24 @@ class PatternTable:
         first_best = np.flatnonzero(r.w == run_best[run_of])
         best_rec = first_best[np.unique(run_of[first_best], return_index=True)[1]]
         hg, hc, hs, room = r.g[head], r.c[head], r.s[head], np.maximum(self.M - r.m[head], 0.0)
+        left_all = np.maximum(self.M - r.m, 0.0)
         # a bound per set: the best row per GPU count, cores and GB as if all were left
         by_gpus = np.full(self.G + 1, -math.inf)
         np.maximum.at(by_gpus, hg, run_best)
-        ub0 = (
-            np.max(fa + by_gpus[None], axis=1)
-            + fc[:, 0]
-            + _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
-        )
+        all_mem = _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
+        ub0 = np.max(fa + by_gpus[None], axis=1) + fc[:, 0] + all_mem
+        # the best run per whole-job GPUs and cores: a set's bound over every run at once,
+        # summed as a run's value is (so never below it, rounding included)
+        by_use = np.full((self.G + 1, self.C + 1), -math.inf)
+        np.maximum.at(by_use, (hg, hc), run_best)
+        room_use = np.zeros((self.G + 1, self.C + 1))  # the most GB such a run leaves
+        np.maximum.at(room_use, (hg, hc), room)
+        # a set's best GB price: its GB fill is at most that times the room (concave from 0)
+        gb_price = np.max(np.where(inside > 0, parts.vm[None], 0.0), axis=1, initial=0.0)
         # numpy's stubs type ``any`` with an axis as bool-or-array; along axis 1 it is an array
         with_mem: np.ndarray = (inside[:, parts.vm > 0] > 0).any(1)  # type: ignore[assignment]
         found: list[tuple[float, int, int]] = []  # (value, set, record)
+        kept = _Kept(keep)
         top = -math.inf
         order = np.argsort(-ub0, kind="stable")
         for at in range(0, len(order), SET_CHUNK):
@@ -393,6 +418,15 @@ class PatternTable:
             chunk = chunk[ub0[chunk] > top]
             if chunk.size == 0:
                 break
+            if math.isfinite(kept.reach()):
+                # sets with GB none of whose rows can be kept are never searched (their
+                # bound is below ``top``): leave them out; a chunk left empty is skipped
+                gb = gb_price[chunk, None, None] * room_use[None]
+                gb = np.minimum(gb, all_mem[chunk, None, None])
+                bound = by_use[None] + fa[chunk][:, :, None] + fc[chunk][:, None, :] + gb
+                chunk = chunk[~with_mem[chunk] | (bound.max((1, 2)) >= kept.reach())]
+                if chunk.size == 0:
+                    continue
             val = run_best[None] + fa[chunk][:, hg] + fc[chunk][:, hc]
             val = np.where(compat[chunk][:, hs], val, -math.inf)
             plain = ~with_mem[chunk]
@@ -403,28 +437,74 @@ class PatternTable:
                     if math.isfinite(flat[f]):
                         u_row, h = divmod(int(f), val.shape[1])
                         found.append((float(flat[f]), int(chunk[plain][u_row]), int(best_rec[h])))
+                        kept.add(float(flat[f]))
                 top = max(top, float(flat.max()))
             if plain.all():
                 continue
             mem_sets = chunk[~plain]
-            ub = (val[~plain] + _fill_table(room, inside[mem_sets], parts.vm, parts.Mb)).max(1)
-            for u_no in mem_sets[np.argsort(-ub, kind="stable")]:
-                if ub[np.flatnonzero(mem_sets == u_no)[0]] <= top:
+            # per set and run: the run's best value with the GB its least-memory row leaves,
+            # worked out only for runs that could reach the kept list's last value with
+            # every GB free (the others stay below it, so they are -inf here: no set's
+            # order or stop changes, and their rows could never be returned)
+            run_ub = np.full((len(mem_sets), len(head)), -math.inf)
+            run_gb = np.full((len(mem_sets), len(head)), -math.inf)  # the GB's part of it
+            val_mem = val[~plain]
+            # a set's GB are worth at most all of them filled, and at most its best GB price
+            # times the room
+            gb_most = np.minimum(all_mem[mem_sets, None], gb_price[mem_sets, None] * room[None])
+            cols = np.flatnonzero((val_mem + gb_most >= kept.reach()).any(0))
+            if cols.size:
+                run_gb[:, cols] = _fill_table(room[cols], inside[mem_sets], parts.vm, parts.Mb)
+                run_ub[:, cols] = val_mem[:, cols] + run_gb[:, cols]
+            ub = run_ub.max(1)
+            for at_set in np.argsort(-ub, kind="stable"):
+                if ub[at_set] <= top:
                     break
-                vals = r.w + fa[u_no, r.g] + fc[u_no, r.c]
-                left = np.maximum(self.M - r.m, 0.0)
-                vals += _fill_table(left, inside[u_no : u_no + 1], parts.vm, parts.Mb)[0]
-                vals = np.where(compat[u_no, r.s], vals, -math.inf)
-                n_keep = min(keep, len(vals))
-                for i in np.argpartition(-vals, n_keep - 1)[:n_keep]:
-                    if math.isfinite(vals[i]):
-                        found.append((float(vals[i]), int(u_no), int(i)))
+                u_no = int(mem_sets[at_set])
+                # rows that cannot reach the kept list's last value are left out: they could
+                # never be returned (the list only rises).  A row's bound: its own value
+                # with its run's GPUs and cores, and GB worth at most what its run's
+                # least-memory row leaves, and at most the best GB price times its own room
+                # (the fill is concave from 0)
+                gb = np.minimum(run_gb[at_set][run_of], gb_price[u_no] * left_all)
+                bound = r.w + (val_mem[at_set] - run_best)[run_of] + gb
+                rows = np.flatnonzero(bound >= kept.reach())
+                if rows.size == 0:
+                    continue
+                vals = self._set_values(r, rows, u_no, inside, parts, fa, fc, compat)
+                every = rows.size == len(r.w)
+                best = _partition_best(vals, keep) if every else _unique_best(vals, keep)
+                if best is None:  # a tie at the edge: choose among every row, as always
+                    rows = np.arange(len(r.w))
+                    vals = self._set_values(r, rows, u_no, inside, parts, fa, fc, compat)
+                    best = _partition_best(vals, keep)
+                for i in best:
+                    found.append((float(vals[i]), u_no, int(rows[i])))
+                    kept.add(float(vals[i]))
                 top = max(top, float(vals.max()))
         if not math.isfinite(top):
             return None, []
         found.sort(key=lambda f: (-f[0], f[1], f[2]))
         sols = [self._solution(sets[u], int(rec[i]), parts) for _, u, i in found[:keep]]
         return top, sols
+
+    def _set_values(
+        self,
+        r: _Records,
+        rows: np.ndarray,
+        u_no: int,
+        inside: np.ndarray,
+        parts: _Parts,
+        fa: np.ndarray,
+        fc: np.ndarray,
+        compat: np.ndarray,
+    ) -> np.ndarray:
+        """The value of records ``rows`` with set ``u_no``'s parts (-inf where the counts
+        do not allow the set); element by element, so the same for any choice of rows."""
+        vals = r.w[rows] + fa[u_no, r.g[rows]] + fc[u_no, r.c[rows]]
+        left = np.maximum(self.M - r.m[rows], 0.0)
+        vals += _fill_table(left, inside[u_no : u_no + 1], parts.vm, parts.Mb)[0]
+        return np.where(compat[u_no, r.s[rows]], vals, -math.inf)
 
     def within(
         self, cost: np.ndarray, upper: np.ndarray, delta: float
@@ -462,9 +542,8 @@ class PatternTable:
     ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One call's parts, usable sets of slots, and per set: compatible counts, GPU and
         core fill tables."""
-        parts, sets, inside, per, fa, fc = self.side.call(cost, upper)
-        compat = np.all(self.sig_counts[None] + per[:, None] <= self.side.class_cap, axis=2)
-        return parts, sets, inside, compat, fa, fc
+        on = self.side.call(cost, upper)
+        return on.parts, on.sets, on.inside, self.compat_all[on.in_use], on.fa, on.fc
 
     def _solution(self, in_set: np.ndarray, row: int, parts: _Parts) -> np.ndarray:
         """Row ``row`` with the parts of ``in_set`` (:meth:`SlotSide.solution`)."""
@@ -496,6 +575,22 @@ class _Parts:
     A: np.ndarray
     Cb: np.ndarray
     Mb: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class SlotCall:
+    """One call's side of the slots (:meth:`SlotSide.call`): the parts, the usable sets
+    (their numbers among :attr:`SlotSide.sets`, ``in_use``), and per usable set its slots
+    per class with slots (``per``), its parts' GPU value by the whole jobs' GPUs (``fa``)
+    and core value by their cores (``fc``)."""
+
+    parts: _Parts
+    in_use: np.ndarray
+    sets: np.ndarray
+    inside: np.ndarray
+    per: np.ndarray
+    fa: np.ndarray
+    fc: np.ndarray
 
 
 def _row_bound(items: Sequence[tuple[int, int, float, int]], G: int, C: int) -> int:
@@ -600,6 +695,49 @@ def _records(w: np.ndarray, seg: np.ndarray) -> np.ndarray:
     rec[1:] = v[1:] > run[:-1] - slack
     rec[1:] |= seg[1:] != seg[:-1]
     return np.flatnonzero(rec & finite)
+
+
+def _partition_best(vals: np.ndarray, keep: int) -> list[int]:
+    """Positions of ``keep`` largest finite ``vals`` (numpy's choice among ties)."""
+    n_keep = min(keep, len(vals))
+    return [int(i) for i in np.argpartition(-vals, n_keep - 1)[:n_keep] if math.isfinite(vals[i])]
+
+
+def _unique_best(vals: np.ndarray, keep: int) -> list[int] | None:
+    """:func:`_partition_best` where the ``keep`` largest are one set whatever the ties
+    (so the same on any superset of ``vals`` whose other values are smaller); None where
+    a tie at the edge leaves numpy the choice."""
+    best = _partition_best(vals, keep)
+    if len(vals) > keep:
+        edge = min(float(vals[i]) for i in np.argpartition(-vals, keep - 1)[:keep])
+        if math.isfinite(edge) and int(np.count_nonzero(vals >= edge)) > keep:
+            return None
+    return best
+
+
+@dataclass(slots=True)
+class _Kept:
+    """The ``keep`` largest values a pricing call has found so far (a min-heap), and what
+    a row must reach to be returned: only rows at least the smallest of them can be (the
+    list only rises), less a margin for bounds summed in another order than values."""
+
+    keep: int
+    heap: list[float] = field(default_factory=list)
+
+    def add(self, value: float) -> None:
+        """Keep ``value`` if it is among the ``keep`` largest seen."""
+        if len(self.heap) < self.keep:
+            heapq.heappush(self.heap, value)
+        elif value > self.heap[0]:
+            heapq.heapreplace(self.heap, value)
+
+    def reach(self) -> float:
+        """What a row's bound must reach to be looked at (-inf: every row, as before the
+        list is full, or with :data:`PRUNE` off)."""
+        if not PRUNE or len(self.heap) < self.keep:
+            return -math.inf
+        floor = self.heap[0]
+        return floor - ROUND_MARGIN * (1.0 + abs(floor))
 
 
 def _fill_table(

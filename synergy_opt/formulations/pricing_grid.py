@@ -204,7 +204,8 @@ class GridPricer:
         reduced value first, each worth exactly ``cost @ x``; [] where none is found."""
         side = self.side
         nx = side.nx
-        parts, sets, inside, per, fa, fc = side.call(cost, upper)
+        on = side.call(cost, upper)
+        parts, sets, inside, per, fa, fc = on.parts, on.sets, on.inside, on.per, on.fa, on.fc
         if len(sets) == 0:
             return []
         wx = np.asarray(cost[:nx], dtype=np.float64)
