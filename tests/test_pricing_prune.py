@@ -117,3 +117,29 @@ def test_the_kept_list_reaches_only_when_full_and_pruning() -> None:
     kept.add(1.0)
     kept.add(2.0)
     assert kept.reach() == pytest.approx(2.0, abs=1e-8) and kept.reach() < 2.0
+
+
+@pytest.mark.parametrize(("gpus", "seed", "trials"), [(32, 4, 12), (128, 2, 6)])
+def test_within_gives_the_same_optimum_and_caps_with_and_without_pruning(
+    gpus: int, seed: int, trials: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reduced-cost fixing's caps (``PatternTable.within``) at gaps from none to wide:
+    valuing only the rows a bound lets through gives the same optimum and caps."""
+    data = _data(gpus, seed)
+    rng = np.random.default_rng(seed + 200)
+    nonzero = 0
+    for run in server_shapes(data):
+        table = PatternTable.build(data, run[0])
+        assert table is not None
+        pm, pcols, _ = build_pricing_matrix(data, run[0], _zero_prices(data))
+        for trial in range(trials):
+            cost = _random_costs(data, run[0], pcols, rng)
+            upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
+            for delta in (0.0, 0.05, 0.6, 5.0):
+                monkeypatch.setattr(pricing_enum, "PRUNE", False)
+                top_off, caps_off = table.within(cost, upper, delta)
+                monkeypatch.setattr(pricing_enum, "PRUNE", True)
+                top_on, caps_on = table.within(cost, upper, delta)
+                assert top_on == top_off and caps_on.tobytes() == caps_off.tobytes()
+                nonzero += int(caps_on.sum() > 0)
+    assert nonzero > 0

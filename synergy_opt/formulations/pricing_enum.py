@@ -522,20 +522,86 @@ class PatternTable:
         w = self._whole_values(cost, upper)
         parts, sets, inside, compat, fa, fc = self._call(cost, upper)
         left = np.maximum(self.M - self.mem, 0.0)
-        best = np.full(len(w), -math.inf)
-        for u in range(len(sets)):
-            vals = w + fa[u, self.gpus] + fc[u, self.cores]
-            vals = vals + _fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
-            best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
-        top = float(best.max(initial=-math.inf))
+        if PRUNE:
+            top, above = self._within_pruned(
+                cost, upper, w, left, parts, inside, compat, fa, fc, delta
+            )
+        else:
+            best = np.full(len(w), -math.inf)
+            for u in range(len(sets)):
+                vals = w + fa[u, self.gpus] + fc[u, self.cores]
+                vals = vals + _fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
+                best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
+            top = float(best.max(initial=-math.inf))
+            above = best > top - delta
         caps = np.zeros(self.nx, dtype=np.int64)
         if not math.isfinite(top):
             return None, caps
-        rows = self.idx[best > top - delta]
+        rows = self.idx[above]
         for j in np.unique(rows):
             if j < self.nx:
                 caps[j] = int((rows == j).sum(axis=1).max())
         return top, caps
+
+    def _within_pruned(
+        self,
+        cost: np.ndarray,
+        upper: np.ndarray,
+        w: np.ndarray,
+        left: np.ndarray,
+        parts: _Parts,
+        inside: np.ndarray,
+        compat: np.ndarray,
+        fa: np.ndarray,
+        fc: np.ndarray,
+        delta: float,
+    ) -> tuple[float, np.ndarray]:
+        """:meth:`within`'s optimum and its rows worth more than it less ``delta``, each
+        row valued with a set only where a bound says it may matter: per set and run of
+        rows (same counts, GPUs, cores), the run's best whole jobs with the set's GPU and
+        core tables and GB worth at most all of them filled and at most the set's best GB
+        price times the run's most room (the fill is concave from 0).  Values are summed
+        as every row's is, so the optimum and the rows are the same as valuing all."""
+        head = np.flatnonzero(np.r_[True, self.seg[1:] != self.seg[:-1]])
+        run_of = self.seg
+        run_w = np.maximum.reduceat(w, head)
+        rg, rc, rs = self.gpus[head], self.cores[head], self.sig[head]
+        room = left[head]  # rows of a run are sorted by memory: the first leaves the most
+        all_mem = _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
+        gb_price = np.max(np.where(inside > 0, parts.vm[None], 0.0), axis=1, initial=0.0)
+        gb = np.minimum(all_mem[:, None], gb_price[:, None] * room[None])
+        bound = run_w[None] + fa[:, rg] + fc[:, rc] + gb
+        bound = np.where(compat[:, rs], bound, -math.inf)
+        set_top = bound.max(1, initial=-math.inf)
+
+        def values(u: int, rows: np.ndarray) -> np.ndarray:
+            vals = w[rows] + fa[u, self.gpus[rows]] + fc[u, self.cores[rows]]
+            vals = vals + _fill_table(left[rows], inside[u : u + 1], parts.vm, parts.Mb)[0]
+            return np.where(compat[u, self.sig[rows]], vals, -math.inf)
+
+        def margin(x: float) -> float:
+            return ROUND_MARGIN * (1.0 + abs(x))
+
+        # the optimum is the pricing optimum (the best row is a record: a row with less
+        # memory and at least its whole jobs' value is worth at least as much)
+        top = self.solve(np.asarray(cost), np.asarray(upper), keep=1)[0]
+        above = np.zeros(len(w), dtype=bool)
+        if top is None:
+            return -math.inf, above
+        floor = top - delta
+        reach = floor - margin(floor)
+        for u in np.argsort(-set_top, kind="stable"):
+            if set_top[u] <= reach:
+                break
+            # a row's own bound: its whole jobs, the set's GPU and core tables, GB as above
+            # with the row's own room; valued only if that passes and no set passed it yet
+            rows = np.flatnonzero((bound[u][run_of] > reach) & ~above)
+            gb_row = np.minimum(all_mem[u], gb_price[u] * left[rows])
+            own = w[rows] + fa[u, self.gpus[rows]] + fc[u, self.cores[rows]] + gb_row
+            rows = rows[own > reach]
+            if rows.size:
+                above[rows] |= values(int(u), rows) > floor
+        return top, above
 
     def _call(
         self, cost: np.ndarray, upper: np.ndarray
