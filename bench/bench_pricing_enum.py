@@ -5,7 +5,7 @@ python bench/bench_pricing_enum.py [--family split-penalty] [--gpus 128]
 
 Per round, the root's column generation runs once; each of its pricing calls on a class
 priced by enumeration (``formulations/pricing_enum.py``) is solved twice in turn, with the
-pruning off and on (``pricing_enum.PRUNE``): rows, runs and sets whose bounds cannot reach
+pruning off and on (``pricing_sets.PRUNE``): rows, runs and sets whose bounds cannot reach
 the values the call keeps are not looked at.  The table gives the calls, the pricing
 seconds each way and their ratio, the rows valued each way, and whether every call gave
 the same bytes (optimum and patterns, in order): the pruning must change nothing but time.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_opt import seed_list, table  # noqa: E402
 
 from synergy_opt.formulations import branch_node as bnode  # noqa: E402
-from synergy_opt.formulations import pricing_enum  # noqa: E402
+from synergy_opt.formulations import pricing_sets  # noqa: E402
 from synergy_opt.formulations.counting import _model_data  # noqa: E402
 from synergy_opt.formulations.pricing_enum import PatternTable  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
@@ -43,12 +43,12 @@ class _Both:
         self.calls = 0
         self.differ = 0
         self._solve = PatternTable.solve
-        self._set_values = PatternTable._set_values
+        self._set_values = pricing_sets.set_values
 
     def solve(self, tab: PatternTable, cost: np.ndarray, upper: np.ndarray, keep: int) -> Any:
         got = {}
         for prune in (False, True):
-            pricing_enum.PRUNE = prune
+            pricing_sets.PRUNE = prune
             t0 = time.perf_counter()
             got[prune] = self._solve(tab, cost, upper, keep=keep)
             self.seconds[prune] += time.perf_counter() - t0
@@ -62,18 +62,18 @@ class _Both:
         self.differ += not same
         return got[True]
 
-    def set_values(self, tab: PatternTable, r: Any, rows: np.ndarray, *rest: Any) -> np.ndarray:
-        self.rows[pricing_enum.PRUNE] += len(rows)
-        return self._set_values(tab, r, rows, *rest)
+    def set_values(self, m: float, r: Any, rows: np.ndarray, *rest: Any) -> np.ndarray:
+        self.rows[pricing_sets.PRUNE] += len(rows)
+        return self._set_values(m, r, rows, *rest)
 
 
 def _root(data: dict[str, Any], limit: float) -> tuple[_Both, float, float]:
     """The root's column generation with every enumeration call solved both ways:
     (the recorder, the root's wall seconds, its bound)."""
     both = _Both()
-    solve, set_values = PatternTable.solve, PatternTable._set_values
+    solve, set_values = PatternTable.solve, pricing_sets.set_values
     PatternTable.solve = lambda tab, cost, upper, *, keep=8: both.solve(tab, cost, upper, keep)  # type: ignore[method-assign]
-    PatternTable._set_values = lambda tab, r, rows, *rest: both.set_values(tab, r, rows, *rest)  # type: ignore[method-assign]
+    pricing_sets.set_values = both.set_values
     try:
         t0 = time.perf_counter()
         pricer = bnode._Pricer(data)
@@ -82,8 +82,9 @@ def _root(data: dict[str, Any], limit: float) -> tuple[_Both, float, float]:
         )
         seconds = time.perf_counter() - t0
     finally:
-        PatternTable.solve, PatternTable._set_values = solve, set_values  # type: ignore[method-assign]
-        pricing_enum.PRUNE = True
+        PatternTable.solve = solve  # type: ignore[method-assign]
+        pricing_sets.set_values = set_values
+        pricing_sets.PRUNE = True
     bound = float("nan") if lp is None or lp.bound is None else float(lp.bound)
     return both, seconds, bound
 
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=120.0, help="the root's, seconds")
     ap.add_argument("--quick", action="store_true", help="seed 2 alone, 20 s")
     args = ap.parse_args(argv)
+    if not args.time_limit > 0:
+        ap.error("--time-limit: must be a positive number of seconds")
     if args.quick:
         args.seeds, args.time_limit = [2], 20.0
     rows = []

@@ -1,4 +1,4 @@
-"""Pricing by enumeration looks only at rows that can be returned (``pricing_enum.PRUNE``).
+"""Pricing by enumeration looks only at rows that can be returned (``pricing_sets.PRUNE``).
 
 The pruning must change nothing but time: column generation's trajectory, and so every
 bound and answer built on it, follows the patterns each call returns.  So each call is
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from synergy_opt.formulations import branch_node as bnode
-from synergy_opt.formulations import pricing_enum
+from synergy_opt.formulations import pricing_enum, pricing_sets
 from synergy_opt.formulations.patterns import server_shapes
 from synergy_opt.formulations.patterns_fast import _zero_prices, build_pricing_matrix
 from synergy_opt.formulations.pricing_enum import PatternTable
@@ -27,9 +27,9 @@ from tests.test_pricing_enum import _data, _node_upper, _random_costs
 def _solved_both_ways(
     table: PatternTable, cost: np.ndarray, upper: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Any, Any]:
-    monkeypatch.setattr(pricing_enum, "PRUNE", False)
+    monkeypatch.setattr(pricing_sets, "PRUNE", False)
     off = table.solve(cost, upper, keep=8)
-    monkeypatch.setattr(pricing_enum, "PRUNE", True)
+    monkeypatch.setattr(pricing_sets, "PRUNE", True)
     on = table.solve(cost, upper, keep=8)
     return off, on
 
@@ -51,24 +51,24 @@ def test_a_roots_column_generation_prices_the_same_bytes_with_fewer_rows(
     data = _data(gpus, seed)
     rows = {False: 0, True: 0}
     calls = differ = 0
-    set_values = PatternTable._set_values
+    set_values = pricing_sets.set_values
     solve = PatternTable.solve
 
-    def counted(self: PatternTable, r: Any, chosen: np.ndarray, *rest: Any) -> np.ndarray:
-        rows[pricing_enum.PRUNE] += len(chosen)
-        return set_values(self, r, chosen, *rest)
+    def counted(m: float, r: Any, chosen: np.ndarray, *rest: Any) -> np.ndarray:
+        rows[pricing_sets.PRUNE] += len(chosen)
+        return set_values(m, r, chosen, *rest)
 
     def both(self: PatternTable, cost: np.ndarray, upper: np.ndarray, *, keep: int = 8) -> Any:
         nonlocal calls, differ
-        monkeypatch.setattr(pricing_enum, "PRUNE", False)
+        monkeypatch.setattr(pricing_sets, "PRUNE", False)
         off = solve(self, cost, upper, keep=keep)
-        monkeypatch.setattr(pricing_enum, "PRUNE", True)
+        monkeypatch.setattr(pricing_sets, "PRUNE", True)
         on = solve(self, cost, upper, keep=keep)
         calls += 1
         differ += not _same(off, on)
         return on
 
-    monkeypatch.setattr(PatternTable, "_set_values", counted)
+    monkeypatch.setattr(pricing_sets, "set_values", counted)
     monkeypatch.setattr(PatternTable, "solve", both)
     pricer = bnode._Pricer(data)
     assert any(isinstance(s, pricing_enum.TableSolve) for s in pricer.solvers)
@@ -104,14 +104,14 @@ def test_random_prices_and_nodes_price_the_same_bytes(
 def test_a_tie_at_the_kept_lists_edge_is_chosen_among_every_row() -> None:
     """Where the values left after pruning tie at the edge, the choice is numpy's over
     every row (None asks for it); without a tie the top values are one set."""
-    assert pricing_enum._unique_best(np.array([5.0, 3.0, 3.0, 1.0]), 2) is None
-    assert sorted(pricing_enum._unique_best(np.array([5.0, 4.0, 3.0, 3.0]), 2) or []) == [0, 1]
-    got = pricing_enum._unique_best(np.array([2.0, -np.inf, -np.inf]), 2)
+    assert pricing_sets.unique_best(np.array([5.0, 3.0, 3.0, 1.0]), 2) is None
+    assert sorted(pricing_sets.unique_best(np.array([5.0, 4.0, 3.0, 3.0]), 2) or []) == [0, 1]
+    got = pricing_sets.unique_best(np.array([2.0, -np.inf, -np.inf]), 2)
     assert got == [0]
 
 
 def test_the_kept_list_reaches_only_when_full_and_pruning() -> None:
-    kept = pricing_enum._Kept(2)
+    kept = pricing_sets.Kept(2)
     kept.add(3.0)
     assert kept.reach() == -np.inf
     kept.add(1.0)
@@ -136,9 +136,9 @@ def test_within_gives_the_same_optimum_and_caps_with_and_without_pruning(
             cost = _random_costs(data, run[0], pcols, rng)
             upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
             for delta in (0.0, 0.05, 0.6, 5.0):
-                monkeypatch.setattr(pricing_enum, "PRUNE", False)
+                monkeypatch.setattr(pricing_sets, "PRUNE", False)
                 top_off, caps_off = table.within(cost, upper, delta)
-                monkeypatch.setattr(pricing_enum, "PRUNE", True)
+                monkeypatch.setattr(pricing_sets, "PRUNE", True)
                 top_on, caps_on = table.within(cost, upper, delta)
                 assert top_on == top_off and caps_on.tobytes() == caps_off.tobytes()
                 nonzero += int(caps_on.sum() > 0)

@@ -35,19 +35,20 @@ Public API::
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from synergy_opt.formulations import pricing_sets
 from synergy_opt.formulations.counting import part_bounds
 from synergy_opt.formulations.patterns import full_gpu_floor, one_role_classes, server_columns
 from synergy_opt.formulations.patterns_fast import PATTERNS_PER_PRICING, _pricing_solve
+from synergy_opt.formulations.pricing_sets import Parts, Records, SetSearch, fill_table
 from synergy_opt.matrix import MatrixModel
 
 log = logging.getLogger(__name__)
@@ -69,13 +70,6 @@ SET_CHUNK: int = 16
 #: integral packings need such slack: split-penalty 128 seed 2's optimum has parts with
 #: 146-354 GB where the bare patterns of the same jobs had none).
 FREE: float = 1e-9
-#: Rows, runs and sets whose bounds cannot reach the values a call keeps are not looked
-#: at (the same answers, bit for bit).  Off only to measure it
-#: (``bench/bench_pricing_enum.py``).
-PRUNE: bool = True
-#: Relative margin for the rounding of a bound summed in another order than the value
-#: it bounds (the values are sums of a few hundred at most: rounding is ~1e-13 of them).
-ROUND_MARGIN: float = 1e-9
 #: Memory fits when it is within this (relative) of the capacity (the MIP's rows keep
 #: HiGHS's feasibility tolerance, 1e-7; a few ULPs of summing GB decide nothing here).
 MEM_TOL: float = 1e-9
@@ -155,7 +149,7 @@ class SlotSide:
         up = np.asarray(upper, dtype=np.float64)
         va, vu, vc, vm = (col[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
         ua, uu, ucp, ump = (up[nx + t * ns : nx + (t + 1) * ns] for t in range(4))
-        parts = _Parts(
+        parts = Parts(
             va + vu,  # a used part's first GPU (u = 1 exactly where a part is)
             va,
             vc,
@@ -169,10 +163,10 @@ class SlotSide:
         sets = self.sets[in_use]
         inside = sets.astype(np.float64)
         fa = self.gpu_table(inside, parts)
-        fc = _fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
+        fc = fill_table(self.C - np.arange(self.C + 1), inside, parts.vc, parts.Cb)
         return SlotCall(parts, in_use, sets, inside, self.per_all[in_use], fa, fc)
 
-    def gpu_table(self, inside: np.ndarray, parts: _Parts) -> np.ndarray:
+    def gpu_table(self, inside: np.ndarray, parts: Parts) -> np.ndarray:
         """Per set (rows) and whole-job GPUs g (columns): the parts' GPU value, one GPU
         each plus the best extra ones (every positive one that fits, and at least enough
         to reach the floor of ``cnt_gpu_capacity``); -inf where none fits."""
@@ -195,7 +189,7 @@ class SlotSide:
         return np.where(ok, value[:, None] + gain, -math.inf)
 
     def solution(
-        self, in_set: np.ndarray, whole: np.ndarray, used: tuple[int, int, float], parts: _Parts
+        self, in_set: np.ndarray, whole: np.ndarray, used: tuple[int, int, float], parts: Parts
     ) -> np.ndarray:
         """Whole-job columns ``whole`` (one entry per copy; ``nx`` pads) using ``used``
         GPUs, cores and GB, with the parts of ``in_set`` filled greedily, as a pricing
@@ -383,128 +377,20 @@ class PatternTable:
         rec = _records(w, self.seg)
         if rec.size == 0:
             return None, []
-        r = _Records(w[rec], self.gpus[rec], self.cores[rec], self.mem[rec], self.sig[rec], rec)
+        r = Records(w[rec], self.gpus[rec], self.cores[rec], self.mem[rec], self.sig[rec], rec)
         parts, sets, inside, compat, fa, fc = self._call(cost, upper)
-        # per run of records (same counts, GPUs, cores): the best record, the least memory
-        new_run = np.r_[True, self.seg[rec][1:] != self.seg[rec][:-1]]
-        head = np.flatnonzero(new_run)
-        run_best = np.maximum.reduceat(r.w, head)
-        run_of = np.cumsum(new_run) - 1
-        first_best = np.flatnonzero(r.w == run_best[run_of])
-        best_rec = first_best[np.unique(run_of[first_best], return_index=True)[1]]
-        hg, hc, hs, room = r.g[head], r.c[head], r.s[head], np.maximum(self.M - r.m[head], 0.0)
-        left_all = np.maximum(self.M - r.m, 0.0)
-        # a bound per set: the best row per GPU count, cores and GB as if all were left
-        by_gpus = np.full(self.G + 1, -math.inf)
-        np.maximum.at(by_gpus, hg, run_best)
-        all_mem = _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
-        ub0 = np.max(fa + by_gpus[None], axis=1) + fc[:, 0] + all_mem
-        # the best run per whole-job GPUs and cores: a set's bound over every run at once,
-        # summed as a run's value is (so never below it, rounding included)
-        by_use = np.full((self.G + 1, self.C + 1), -math.inf)
-        np.maximum.at(by_use, (hg, hc), run_best)
-        room_use = np.zeros((self.G + 1, self.C + 1))  # the most GB such a run leaves
-        np.maximum.at(room_use, (hg, hc), room)
-        # a set's best GB price: its GB fill is at most that times the room (concave from 0)
-        gb_price = np.max(np.where(inside > 0, parts.vm[None], 0.0), axis=1, initial=0.0)
-        # numpy's stubs type ``any`` with an axis as bool-or-array; along axis 1 it is an array
-        with_mem: np.ndarray = (inside[:, parts.vm > 0] > 0).any(1)  # type: ignore[assignment]
-        found: list[tuple[float, int, int]] = []  # (value, set, record)
-        kept = _Kept(keep)
-        top = -math.inf
-        order = np.argsort(-ub0, kind="stable")
-        for at in range(0, len(order), SET_CHUNK):
-            chunk = order[at : at + SET_CHUNK]
-            chunk = chunk[ub0[chunk] > top]
+        call = SetSearch(self, r, parts, inside, compat, fa, fc, keep)
+        for at in range(0, len(call.order), SET_CHUNK):
+            chunk = call.order[at : at + SET_CHUNK]
+            chunk = chunk[call.ub0[chunk] > call.top]
             if chunk.size == 0:
                 break
-            if math.isfinite(kept.reach()):
-                # sets with GB none of whose rows can be kept are never searched (their
-                # bound is below ``top``): leave them out; a chunk left empty is skipped
-                gb = gb_price[chunk, None, None] * room_use[None]
-                gb = np.minimum(gb, all_mem[chunk, None, None])
-                bound = by_use[None] + fa[chunk][:, :, None] + fc[chunk][:, None, :] + gb
-                chunk = chunk[~with_mem[chunk] | (bound.max((1, 2)) >= kept.reach())]
-                if chunk.size == 0:
-                    continue
-            val = run_best[None] + fa[chunk][:, hg] + fc[chunk][:, hc]
-            val = np.where(compat[chunk][:, hs], val, -math.inf)
-            plain = ~with_mem[chunk]
-            if plain.any():
-                flat = val[plain].ravel()
-                n_keep = min(keep, flat.size)
-                for f in np.argpartition(-flat, n_keep - 1)[:n_keep]:
-                    if math.isfinite(flat[f]):
-                        u_row, h = divmod(int(f), val.shape[1])
-                        found.append((float(flat[f]), int(chunk[plain][u_row]), int(best_rec[h])))
-                        kept.add(float(flat[f]))
-                top = max(top, float(flat.max()))
-            if plain.all():
-                continue
-            mem_sets = chunk[~plain]
-            # per set and run: the run's best value with the GB its least-memory row leaves,
-            # worked out only for runs that could reach the kept list's last value with
-            # every GB free (the others stay below it, so they are -inf here: no set's
-            # order or stop changes, and their rows could never be returned)
-            run_ub = np.full((len(mem_sets), len(head)), -math.inf)
-            run_gb = np.full((len(mem_sets), len(head)), -math.inf)  # the GB's part of it
-            val_mem = val[~plain]
-            # a set's GB are worth at most all of them filled, and at most its best GB price
-            # times the room
-            gb_most = np.minimum(all_mem[mem_sets, None], gb_price[mem_sets, None] * room[None])
-            cols = np.flatnonzero((val_mem + gb_most >= kept.reach()).any(0))
-            if cols.size:
-                run_gb[:, cols] = _fill_table(room[cols], inside[mem_sets], parts.vm, parts.Mb)
-                run_ub[:, cols] = val_mem[:, cols] + run_gb[:, cols]
-            ub = run_ub.max(1)
-            for at_set in np.argsort(-ub, kind="stable"):
-                if ub[at_set] <= top:
-                    break
-                u_no = int(mem_sets[at_set])
-                # rows that cannot reach the kept list's last value are left out: they could
-                # never be returned (the list only rises).  A row's bound: its own value
-                # with its run's GPUs and cores, and GB worth at most what its run's
-                # least-memory row leaves, and at most the best GB price times its own room
-                # (the fill is concave from 0)
-                gb = np.minimum(run_gb[at_set][run_of], gb_price[u_no] * left_all)
-                bound = r.w + (val_mem[at_set] - run_best)[run_of] + gb
-                rows = np.flatnonzero(bound >= kept.reach())
-                if rows.size == 0:
-                    continue
-                vals = self._set_values(r, rows, u_no, inside, parts, fa, fc, compat)
-                every = rows.size == len(r.w)
-                best = _partition_best(vals, keep) if every else _unique_best(vals, keep)
-                if best is None:  # a tie at the edge: choose among every row, as always
-                    rows = np.arange(len(r.w))
-                    vals = self._set_values(r, rows, u_no, inside, parts, fa, fc, compat)
-                    best = _partition_best(vals, keep)
-                for i in best:
-                    found.append((float(vals[i]), u_no, int(rows[i])))
-                    kept.add(float(vals[i]))
-                top = max(top, float(vals.max()))
-        if not math.isfinite(top):
+            call.chunk(chunk)
+        if not math.isfinite(call.top):
             return None, []
-        found.sort(key=lambda f: (-f[0], f[1], f[2]))
+        found = sorted(call.found, key=lambda f: (-f[0], f[1], f[2]))
         sols = [self._solution(sets[u], int(rec[i]), parts) for _, u, i in found[:keep]]
-        return top, sols
-
-    def _set_values(
-        self,
-        r: _Records,
-        rows: np.ndarray,
-        u_no: int,
-        inside: np.ndarray,
-        parts: _Parts,
-        fa: np.ndarray,
-        fc: np.ndarray,
-        compat: np.ndarray,
-    ) -> np.ndarray:
-        """The value of records ``rows`` with set ``u_no``'s parts (-inf where the counts
-        do not allow the set); element by element, so the same for any choice of rows."""
-        vals = r.w[rows] + fa[u_no, r.g[rows]] + fc[u_no, r.c[rows]]
-        left = np.maximum(self.M - r.m[rows], 0.0)
-        vals += _fill_table(left, inside[u_no : u_no + 1], parts.vm, parts.Mb)[0]
-        return np.where(compat[u_no, r.s[rows]], vals, -math.inf)
+        return call.top, sols
 
     def within(
         self, cost: np.ndarray, upper: np.ndarray, delta: float
@@ -522,7 +408,7 @@ class PatternTable:
         w = self._whole_values(cost, upper)
         parts, sets, inside, compat, fa, fc = self._call(cost, upper)
         left = np.maximum(self.M - self.mem, 0.0)
-        if PRUNE:
+        if pricing_sets.PRUNE:
             top, above = self._within_pruned(
                 cost, upper, w, left, parts, inside, compat, fa, fc, delta
             )
@@ -530,7 +416,7 @@ class PatternTable:
             best = np.full(len(w), -math.inf)
             for u in range(len(sets)):
                 vals = w + fa[u, self.gpus] + fc[u, self.cores]
-                vals = vals + _fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
+                vals = vals + fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
                 best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
             top = float(best.max(initial=-math.inf))
             above = best > top - delta
@@ -549,7 +435,7 @@ class PatternTable:
         upper: np.ndarray,
         w: np.ndarray,
         left: np.ndarray,
-        parts: _Parts,
+        parts: Parts,
         inside: np.ndarray,
         compat: np.ndarray,
         fa: np.ndarray,
@@ -567,7 +453,7 @@ class PatternTable:
         run_w = np.maximum.reduceat(w, head)
         rg, rc, rs = self.gpus[head], self.cores[head], self.sig[head]
         room = left[head]  # rows of a run are sorted by memory: the first leaves the most
-        all_mem = _fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
+        all_mem = fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
         gb_price = np.max(np.where(inside > 0, parts.vm[None], 0.0), axis=1, initial=0.0)
         gb = np.minimum(all_mem[:, None], gb_price[:, None] * room[None])
         bound = run_w[None] + fa[:, rg] + fc[:, rc] + gb
@@ -576,11 +462,11 @@ class PatternTable:
 
         def values(u: int, rows: np.ndarray) -> np.ndarray:
             vals = w[rows] + fa[u, self.gpus[rows]] + fc[u, self.cores[rows]]
-            vals = vals + _fill_table(left[rows], inside[u : u + 1], parts.vm, parts.Mb)[0]
+            vals = vals + fill_table(left[rows], inside[u : u + 1], parts.vm, parts.Mb)[0]
             return np.where(compat[u, self.sig[rows]], vals, -math.inf)
 
         def margin(x: float) -> float:
-            return ROUND_MARGIN * (1.0 + abs(x))
+            return pricing_sets.ROUND_MARGIN * (1.0 + abs(x))
 
         # the optimum is the pricing optimum (the best row is a record: a row with less
         # memory and at least its whole jobs' value is worth at least as much)
@@ -605,42 +491,16 @@ class PatternTable:
 
     def _call(
         self, cost: np.ndarray, upper: np.ndarray
-    ) -> tuple[_Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[Parts, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One call's parts, usable sets of slots, and per set: compatible counts, GPU and
         core fill tables."""
         on = self.side.call(cost, upper)
         return on.parts, on.sets, on.inside, self.compat_all[on.in_use], on.fa, on.fc
 
-    def _solution(self, in_set: np.ndarray, row: int, parts: _Parts) -> np.ndarray:
+    def _solution(self, in_set: np.ndarray, row: int, parts: Parts) -> np.ndarray:
         """Row ``row`` with the parts of ``in_set`` (:meth:`SlotSide.solution`)."""
         used = (int(self.gpus[row]), int(self.cores[row]), float(self.mem[row]))
         return self.side.solution(in_set, self.idx[row], used, parts)
-
-
-@dataclass(frozen=True, slots=True)
-class _Records:
-    """The rows that can be optimal at one call's costs: value and totals."""
-
-    w: np.ndarray
-    g: np.ndarray
-    c: np.ndarray
-    m: np.ndarray
-    s: np.ndarray
-    rows: np.ndarray
-
-
-@dataclass(frozen=True, slots=True)
-class _Parts:
-    """Per slot at one call: the first GPU's value (with u's), an extra GPU's, a core's,
-    a GB's, and the bounds of a, cp, mp."""
-
-    first: np.ndarray
-    va: np.ndarray
-    vc: np.ndarray
-    vm: np.ndarray
-    A: np.ndarray
-    Cb: np.ndarray
-    Mb: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,7 +510,7 @@ class SlotCall:
     per class with slots (``per``), its parts' GPU value by the whole jobs' GPUs (``fa``)
     and core value by their cores (``fc``)."""
 
-    parts: _Parts
+    parts: Parts
     in_use: np.ndarray
     sets: np.ndarray
     inside: np.ndarray
@@ -761,66 +621,6 @@ def _records(w: np.ndarray, seg: np.ndarray) -> np.ndarray:
     rec[1:] = v[1:] > run[:-1] - slack
     rec[1:] |= seg[1:] != seg[:-1]
     return np.flatnonzero(rec & finite)
-
-
-def _partition_best(vals: np.ndarray, keep: int) -> list[int]:
-    """Positions of ``keep`` largest finite ``vals`` (numpy's choice among ties)."""
-    n_keep = min(keep, len(vals))
-    return [int(i) for i in np.argpartition(-vals, n_keep - 1)[:n_keep] if math.isfinite(vals[i])]
-
-
-def _unique_best(vals: np.ndarray, keep: int) -> list[int] | None:
-    """:func:`_partition_best` where the ``keep`` largest are one set whatever the ties
-    (so the same on any superset of ``vals`` whose other values are smaller); None where
-    a tie at the edge leaves numpy the choice."""
-    best = _partition_best(vals, keep)
-    if len(vals) > keep:
-        edge = min(float(vals[i]) for i in np.argpartition(-vals, keep - 1)[:keep])
-        if math.isfinite(edge) and int(np.count_nonzero(vals >= edge)) > keep:
-            return None
-    return best
-
-
-@dataclass(slots=True)
-class _Kept:
-    """The ``keep`` largest values a pricing call has found so far (a min-heap), and what
-    a row must reach to be returned: only rows at least the smallest of them can be (the
-    list only rises), less a margin for bounds summed in another order than values."""
-
-    keep: int
-    heap: list[float] = field(default_factory=list)
-
-    def add(self, value: float) -> None:
-        """Keep ``value`` if it is among the ``keep`` largest seen."""
-        if len(self.heap) < self.keep:
-            heapq.heappush(self.heap, value)
-        elif value > self.heap[0]:
-            heapq.heapreplace(self.heap, value)
-
-    def reach(self) -> float:
-        """What a row's bound must reach to be looked at (-inf: every row, as before the
-        list is full, or with :data:`PRUNE` off)."""
-        if not PRUNE or len(self.heap) < self.keep:
-            return -math.inf
-        floor = self.heap[0]
-        return floor - ROUND_MARGIN * (1.0 + abs(floor))
-
-
-def _fill_table(
-    room: np.ndarray, inside: np.ndarray, price: np.ndarray, cap: np.ndarray
-) -> np.ndarray:
-    """Per set (rows of ``inside``) and room (columns): the best value of giving the room
-    to the set's parts at ``price`` per unit, at most ``cap`` each (positive prices only;
-    a fractional knapsack with unit weights, so greedy by price is exact)."""
-    out = np.zeros((inside.shape[0], len(room)))
-    start = np.zeros((inside.shape[0], 1))
-    for t in np.argsort(-price, kind="stable"):
-        if price[t] <= 0:
-            break
-        cap_t = inside[:, t : t + 1] * cap[t]
-        out += price[t] * np.clip(room[None] - start, 0.0, cap_t)
-        start = start + cap_t
-    return out
 
 
 #: One class's pricing solve: (the pricing matrix with this call's costs and column

@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 
 from synergy_opt.formulations.patterns import one_role_classes, server_columns
-from synergy_opt.formulations.pricing_enum import MEM_TOL, SlotSide, _fill_table
+from synergy_opt.formulations.pricing_enum import MEM_TOL, SlotSide
+from synergy_opt.formulations.pricing_sets import fill_table
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ class GridPricer:
         cap = side.class_cap[None] - per
         allow = np.minimum(cap[:, self.axis_class], np.asarray(self.axes, dtype=np.int64) - 1)
         room = np.maximum(side.M - self.unit * np.arange(self.mu + 1), 0.0)
-        fm = _fill_table(room, inside, parts.vm, parts.Mb)
+        fm = fill_table(room, inside, parts.vm, parts.Mb)
         top = self._candidates(best, allow, fa, fc, fm, keep * CANDIDATES)
         out: dict[bytes, tuple[float, np.ndarray]] = {}
         m_cap = side.M + MEM_TOL * max(1.0, side.M)
