@@ -9,8 +9,8 @@ and on random prices with node restrictions; and the pruning must look at fewer 
 
 from __future__ import annotations
 
-import dataclasses
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,23 @@ def _solved_both_ways(
     monkeypatch.setattr(pricing_sets, "PRUNE", True)
     on = table.solve(cost, upper, keep=8)
     return off, on
+
+
+def _random_calls(
+    gpus: int, seed: int, trials: int, draw: int
+) -> Iterator[tuple[int, PatternTable, np.ndarray, np.ndarray]]:
+    """Per server class of split penalties ``gpus``/``seed``: ``trials`` calls of random
+    prices of every scale, every other one at a random node (trial, table, cost, upper)."""
+    data = _data(gpus, seed)
+    rng = np.random.default_rng(draw)
+    for run in server_shapes(data):
+        table = PatternTable.build(data, run[0])
+        assert table is not None
+        pm, pcols, _ = build_pricing_matrix(data, run[0], _zero_prices(data))
+        for trial in range(trials):
+            cost = _random_costs(data, run[0], pcols, rng)
+            upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
+            yield trial, table, cost, upper
 
 
 def _same(a: tuple[Any, list[np.ndarray]], b: tuple[Any, list[np.ndarray]]) -> bool:
@@ -84,20 +101,11 @@ def test_random_prices_and_nodes_price_the_same_bytes(
     gpus: int, seed: int, trials: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random prices of every scale, half of them at a random node: off and on agree."""
-    data = _data(gpus, seed)
-    rng = np.random.default_rng(seed + 100)
     compared = 0
-    for run in server_shapes(data):
-        table = PatternTable.build(data, run[0])
-        assert table is not None
-        pm, pcols, _ = build_pricing_matrix(data, run[0], _zero_prices(data))
-        for trial in range(trials):
-            cost = _random_costs(data, run[0], pcols, rng)
-            upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
-            mm = dataclasses.replace(pm, cost=cost, col_upper=upper)
-            off, on = _solved_both_ways(table, mm.cost, mm.col_upper, monkeypatch)
-            assert _same(off, on), f"trial {trial}"
-            compared += off[0] is not None
+    for trial, table, cost, upper in _random_calls(gpus, seed, trials, seed + 100):
+        off, on = _solved_both_ways(table, cost, upper, monkeypatch)
+        assert _same(off, on), f"trial {trial}"
+        compared += off[0] is not None
     assert compared > 0
 
 
@@ -125,21 +133,13 @@ def test_within_gives_the_same_optimum_and_caps_with_and_without_pruning(
 ) -> None:
     """Reduced-cost fixing's caps (``PatternTable.within``) at gaps from none to wide:
     valuing only the rows a bound lets through gives the same optimum and caps."""
-    data = _data(gpus, seed)
-    rng = np.random.default_rng(seed + 200)
     nonzero = 0
-    for run in server_shapes(data):
-        table = PatternTable.build(data, run[0])
-        assert table is not None
-        pm, pcols, _ = build_pricing_matrix(data, run[0], _zero_prices(data))
-        for trial in range(trials):
-            cost = _random_costs(data, run[0], pcols, rng)
-            upper = _node_upper(pm, pcols, rng) if trial % 2 else pm.col_upper.copy()
-            for delta in (0.0, 0.05, 0.6, 5.0):
-                monkeypatch.setattr(pricing_sets, "PRUNE", False)
-                top_off, caps_off = table.within(cost, upper, delta)
-                monkeypatch.setattr(pricing_sets, "PRUNE", True)
-                top_on, caps_on = table.within(cost, upper, delta)
-                assert top_on == top_off and caps_on.tobytes() == caps_off.tobytes()
-                nonzero += int(caps_on.sum() > 0)
+    for _, table, cost, upper in _random_calls(gpus, seed, trials, seed + 200):
+        for delta in (0.0, 0.05, 0.6, 5.0):
+            monkeypatch.setattr(pricing_sets, "PRUNE", False)
+            top_off, caps_off = table.within(cost, upper, delta)
+            monkeypatch.setattr(pricing_sets, "PRUNE", True)
+            top_on, caps_on = table.within(cost, upper, delta)
+            assert top_on == top_off and caps_on.tobytes() == caps_off.tobytes()
+            nonzero += int(caps_on.sum() > 0)
     assert nonzero > 0
