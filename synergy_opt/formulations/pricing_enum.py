@@ -48,7 +48,7 @@ from synergy_opt.formulations import pricing_sets
 from synergy_opt.formulations.counting import part_bounds
 from synergy_opt.formulations.patterns import full_gpu_floor, one_role_classes, server_columns
 from synergy_opt.formulations.patterns_fast import PATTERNS_PER_PRICING, _pricing_solve
-from synergy_opt.formulations.pricing_sets import Parts, Records, SetSearch, fill_table
+from synergy_opt.formulations.pricing_sets import Parts, Records, SetSearch, fill_table, set_values
 from synergy_opt.matrix import MatrixModel
 
 log = logging.getLogger(__name__)
@@ -374,11 +374,31 @@ class PatternTable:
         An upper bound of 0 on an x column leaves that column out; on a slot's u (or a)
         the slot; other bounds on a part tighten its a, cp, mp."""
         w = self._whole_values(cost, upper)
+        parts, sets, inside, compat, fa, fc = self._call(cost, upper)
+        call = self._search(w, parts, inside, compat, fa, fc, keep)
+        if call is None or not math.isfinite(call.top):
+            return None, []
+        found = sorted(call.found, key=lambda f: (-f[0], f[1], f[2]))
+        sols = [self._solution(sets[u], int(call.r.rows[i]), parts) for _, u, i in found[:keep]]
+        return call.top, sols
+
+    def _search(
+        self,
+        w: np.ndarray,
+        parts: Parts,
+        inside: np.ndarray,
+        compat: np.ndarray,
+        fa: np.ndarray,
+        fc: np.ndarray,
+        keep: int,
+    ) -> SetSearch | None:
+        """The search over the sets of slots at whole-job values ``w`` (:class:`SetSearch`,
+        chunk by chunk until no chunk's first bound beats the best value); None where no
+        row is feasible."""
         rec = _records(w, self.seg)
         if rec.size == 0:
-            return None, []
+            return None
         r = Records(w[rec], self.gpus[rec], self.cores[rec], self.mem[rec], self.sig[rec], rec)
-        parts, sets, inside, compat, fa, fc = self._call(cost, upper)
         call = SetSearch(self, r, parts, inside, compat, fa, fc, keep)
         for at in range(0, len(call.order), SET_CHUNK):
             chunk = call.order[at : at + SET_CHUNK]
@@ -386,11 +406,7 @@ class PatternTable:
             if chunk.size == 0:
                 break
             call.chunk(chunk)
-        if not math.isfinite(call.top):
-            return None, []
-        found = sorted(call.found, key=lambda f: (-f[0], f[1], f[2]))
-        sols = [self._solution(sets[u], int(rec[i]), parts) for _, u, i in found[:keep]]
-        return call.top, sols
+        return call
 
     def within(
         self, cost: np.ndarray, upper: np.ndarray, delta: float
@@ -407,17 +423,20 @@ class PatternTable:
         beats at these costs may still be in an integer allocation."""
         w = self._whole_values(cost, upper)
         parts, sets, inside, compat, fa, fc = self._call(cost, upper)
-        left = np.maximum(self.M - self.mem, 0.0)
+        every = Records(w, self.gpus, self.cores, self.mem, self.sig, np.arange(len(w)))
+
+        def values(u: int, rows: np.ndarray) -> np.ndarray:
+            """Rows ``rows`` (of every row) with set u (-inf where the counts forbid it)."""
+            return set_values(self.M, every, rows, u, inside, parts, fa, fc, compat)
+
         if pricing_sets.PRUNE:
             top, above = self._within_pruned(
-                cost, upper, w, left, parts, inside, compat, fa, fc, delta
+                every, values, self._search(w, parts, inside, compat, fa, fc, 1), fa, fc, delta
             )
         else:
             best = np.full(len(w), -math.inf)
             for u in range(len(sets)):
-                vals = w + fa[u, self.gpus] + fc[u, self.cores]
-                vals = vals + fill_table(left, inside[u : u + 1], parts.vm, parts.Mb)[0]
-                best = np.maximum(best, np.where(compat[u, self.sig], vals, -math.inf))
+                best = np.maximum(best, values(u, every.rows))
             top = float(best.max(initial=-math.inf))
             above = best > top - delta
         caps = np.zeros(self.nx, dtype=np.int64)
@@ -431,63 +450,48 @@ class PatternTable:
 
     def _within_pruned(
         self,
-        cost: np.ndarray,
-        upper: np.ndarray,
-        w: np.ndarray,
-        left: np.ndarray,
-        parts: Parts,
-        inside: np.ndarray,
-        compat: np.ndarray,
+        every: Records,
+        values: Callable[[int, np.ndarray], np.ndarray],
+        call: SetSearch | None,
         fa: np.ndarray,
         fc: np.ndarray,
         delta: float,
     ) -> tuple[float, np.ndarray]:
         """:meth:`within`'s optimum and its rows worth more than it less ``delta``, each
-        row valued with a set only where a bound says it may matter: per set and run of
-        rows (same counts, GPUs, cores), the run's best whole jobs with the set's GPU and
-        core tables and GB worth at most all of them filled and at most the set's best GB
-        price times the run's most room (the fill is concave from 0).  Values are summed
-        as every row's is, so the optimum and the rows are the same as valuing all."""
+        row valued with a set (``values``) only where a bound says it may matter: per set
+        and run of rows (same counts, GPUs, cores), the run's best whole jobs with the
+        set's GPU and core tables and GB worth at most all of them filled and at most the
+        set's best GB price times the run's most room (the fill is concave from 0).
+        Values are summed as every row's is, so the optimum and the rows are the same as
+        valuing all.  The optimum is pricing's (``call``, the search at these costs): the
+        best row is a record, since a row with less memory and at least its whole jobs'
+        value is worth at least as much."""
+        above = np.zeros(len(every.w), dtype=bool)
+        if call is None or not math.isfinite(call.top):
+            return -math.inf, above
         head = np.flatnonzero(np.r_[True, self.seg[1:] != self.seg[:-1]])
         run_of = self.seg
-        run_w = np.maximum.reduceat(w, head)
-        rg, rc, rs = self.gpus[head], self.cores[head], self.sig[head]
+        run_w = np.maximum.reduceat(every.w, head)
+        left = np.maximum(self.M - every.m, 0.0)
         room = left[head]  # rows of a run are sorted by memory: the first leaves the most
-        all_mem = fill_table(np.asarray([self.M]), inside, parts.vm, parts.Mb)[:, 0]
-        gb_price = np.max(np.where(inside > 0, parts.vm[None], 0.0), axis=1, initial=0.0)
-        gb = np.minimum(all_mem[:, None], gb_price[:, None] * room[None])
-        bound = run_w[None] + fa[:, rg] + fc[:, rc] + gb
-        bound = np.where(compat[:, rs], bound, -math.inf)
+        gb = np.minimum(call.all_mem[:, None], call.gb_price[:, None] * room[None])
+        bound = run_w[None] + fa[:, every.g[head]] + fc[:, every.c[head]] + gb
+        bound = np.where(call.compat[:, every.s[head]], bound, -math.inf)
         set_top = bound.max(1, initial=-math.inf)
-
-        def values(u: int, rows: np.ndarray) -> np.ndarray:
-            vals = w[rows] + fa[u, self.gpus[rows]] + fc[u, self.cores[rows]]
-            vals = vals + fill_table(left[rows], inside[u : u + 1], parts.vm, parts.Mb)[0]
-            return np.where(compat[u, self.sig[rows]], vals, -math.inf)
-
-        def margin(x: float) -> float:
-            return pricing_sets.ROUND_MARGIN * (1.0 + abs(x))
-
-        # the optimum is the pricing optimum (the best row is a record: a row with less
-        # memory and at least its whole jobs' value is worth at least as much)
-        top = self.solve(np.asarray(cost), np.asarray(upper), keep=1)[0]
-        above = np.zeros(len(w), dtype=bool)
-        if top is None:
-            return -math.inf, above
-        floor = top - delta
-        reach = floor - margin(floor)
+        floor = call.top - delta
+        reach = floor - pricing_sets.ROUND_MARGIN * (1.0 + abs(floor))
         for u in np.argsort(-set_top, kind="stable"):
             if set_top[u] <= reach:
                 break
             # a row's own bound: its whole jobs, the set's GPU and core tables, GB as above
             # with the row's own room; valued only if that passes and no set passed it yet
             rows = np.flatnonzero((bound[u][run_of] > reach) & ~above)
-            gb_row = np.minimum(all_mem[u], gb_price[u] * left[rows])
-            own = w[rows] + fa[u, self.gpus[rows]] + fc[u, self.cores[rows]] + gb_row
+            gb_row = np.minimum(call.all_mem[u], call.gb_price[u] * left[rows])
+            own = every.w[rows] + fa[u, every.g[rows]] + fc[u, every.c[rows]] + gb_row
             rows = rows[own > reach]
             if rows.size:
                 above[rows] |= values(int(u), rows) > floor
-        return top, above
+        return call.top, above
 
     def _call(
         self, cost: np.ndarray, upper: np.ndarray

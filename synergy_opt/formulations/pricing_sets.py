@@ -222,8 +222,8 @@ def unique_best(vals: np.ndarray, keep: int) -> list[int] | None:
     (so the same on any superset of ``vals`` whose other values are smaller); None where
     a tie at the edge leaves numpy the choice."""
     best = partition_best(vals, keep)
-    if len(vals) > keep:
-        edge = min(float(vals[i]) for i in np.argpartition(-vals, keep - 1)[:keep])
+    if len(vals) > keep:  # ``best`` is then numpy's ``keep`` largest, -inf left out
+        edge = float(vals[best].min()) if len(best) == keep else -math.inf
         if math.isfinite(edge) and int(np.count_nonzero(vals >= edge)) > keep:
             return None
     return best
