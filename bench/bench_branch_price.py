@@ -18,8 +18,9 @@ leaf's arc flow), ``DEFER_RESTART`` (each incumbent restarts that wait),
 stalled leaf asked the exact packing program, ``formulations/packing_exact.md``),
 ``EXACT_EARLY`` (a small such program asked after the leaf's first full MIP slice),
 ``FLOW_LATE`` (a stalled leaf's flow asked again), ``FLOW_REFUTE`` (the leaves' arc flow at all),
-``PACK_POINTS`` (a leaf packed at its LP's points); and ``SHARE_CAP``, the arc flow's
-(pf9) cut (``formulations/packing_flow.md``).
+``PACK_POINTS`` (a leaf packed at its LP's points); ``SHARE_CAP``, the arc flow's
+(pf9) cut (``formulations/packing_flow.md``); and ``SKIP_REFUTED``, the packings'
+(``formulations/packing_cp.py``): a spread placement CP-SAT has refuted is not asked again.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from bench_opt import seed_list, switched, table  # noqa: E402
 
 from synergy_opt.argtypes import positive_float, positive_int  # noqa: E402
 from synergy_opt.formulations import branch_price as bp  # noqa: E402
+from synergy_opt.formulations import packing_cp as pcp  # noqa: E402
 from synergy_opt.formulations import packing_flow as pf  # noqa: E402
 from synergy_opt.formulations.branch_price import BranchResult  # noqa: E402
 from synergy_opt.generate import FAMILIES, family_round  # noqa: E402
@@ -59,6 +61,7 @@ SWITCHES: dict[str, ModuleType] = {
     "FLOW_REFUTE": bp,
     "PACK_POINTS": bp,
     "SHARE_CAP": pf,
+    "SKIP_REFUTED": pcp,
 }
 #: The untimed warm-up search's limit (a 32-GPU round of the family, seed 0).
 WARM_UP_S: float = 5.0

@@ -1037,9 +1037,9 @@ def test_a_node_whose_lp_fixes_every_point_is_packed_at_once(
     packed: list[float] = []
     real_pack = bp._pack_points
 
-    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float) -> Any:
+    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float, refuted: Any) -> Any:
         packed.append(lp.value)
-        return real_pack(inst_, jobs, data, lp, stop)
+        return real_pack(inst_, jobs, data, lp, stop, refuted)
 
     monkeypatch.setattr(bp, "_pack_points", pack_spy)
     got = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])
@@ -1071,11 +1071,11 @@ def test_a_node_packing_runs_to_its_own_end_and_is_asked_once(
     asked: list[tuple[frozenset[Any], float]] = []
     real_pack = bp._pack_points
 
-    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float) -> Any:
+    def pack_spy(inst_: Any, jobs: Any, data: Any, lp: Any, stop: float, refuted: Any) -> Any:
         got = bpts._leaf_points(data, lp)
         if got is not None:
             asked.append((frozenset(got[0].items()), stop))
-        return real_pack(inst_, jobs, data, lp, stop)
+        return real_pack(inst_, jobs, data, lp, stop, refuted)
 
     monkeypatch.setattr(bp, "_pack_points", pack_spy)
     res = bp.branch_and_price(inst, run, time_limit=120, warm_start=[start])

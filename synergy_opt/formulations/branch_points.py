@@ -20,7 +20,7 @@ from synergy_opt.solve import TerminationStatus
 from synergy_opt.types import Job, PlacementPart, RoundInstance
 
 if TYPE_CHECKING:  # OR-Tools is imported where a packing is solved
-    from synergy_opt.formulations.packing_cp import PackingResult
+    from synergy_opt.formulations.packing_cp import AroundKey, PackingResult
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +155,13 @@ def _pack_points(
     data: Mapping[str, Any],
     lp: _NodeLP,
     deadline: float,
+    refuted: set[AroundKey] | None = None,
 ) -> dict[str, list[PlacementPart]] | None:
     """An allocation worth the node LP's value, packed at the points the LP gives every
     job (:data:`PACK_POINTS`), or ``None``: the LP does not fix every point, the packing's
-    pattern LP refutes them, or no integral solution of it leaves the spread jobs room."""
+    pattern LP refutes them, or no integral solution of it leaves the spread jobs room.
+    ``refuted``: the search's spread-placement questions proven to have no answer
+    (:func:`~.packing_cp.pack_from_contents`), shared by all its leaves."""
     from synergy_opt.formulations import packing_cp  # OR-Tools: loaded by opt's packing
 
     got = _leaf_points(data, lp)
@@ -177,6 +180,7 @@ def _pack_points(
         deterministic_s=POINT_SPREAD_S,
         deadline=deadline,
         lp=verdict.matrix,
+        refuted=refuted,
     )
     if found is None:
         log.debug("leaf points: no packing from the LP's integral contents")

@@ -56,7 +56,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synergy_opt.check import check_allocation
 from synergy_opt.formulations.branch_dive import (
@@ -105,6 +105,9 @@ from synergy_opt.formulations.patterns_fast import (
 )
 from synergy_opt.solve import SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import Job, PlacementPart, RoundInstance, build_allocation
+
+if TYPE_CHECKING:  # OR-Tools is imported where a packing is solved
+    from synergy_opt.formulations.packing_cp import AroundKey
 
 log = logging.getLogger(__name__)
 
@@ -424,6 +427,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
     nodes = leaves = count = refuted = 0
     ended = STOP_TIME
     packed_at: set[frozenset[tuple[str, Point]]] = set()  # points _pack_points has tried
+    around_refuted: set[AroundKey] = set()  # spread placements CP-SAT proved impossible
     unpacked: set[_PointsKey] = set()  # points the arc flow refuted at the root's dive leaf
 
     def tol() -> float:
@@ -496,7 +500,7 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
         at = None if got is None else frozenset(got[0].items())
         if at is None or at in packed_at:
             return None
-        found_p = _pack_points(inst, jobs, data, lp, deadline)
+        found_p = _pack_points(inst, jobs, data, lp, deadline, around_refuted)
         if found_p is not None or time.perf_counter() < deadline:
             packed_at.add(at)
         return found_p
