@@ -131,3 +131,52 @@ def test_too_many_multisets_leave_the_class_to_the_mip(monkeypatch: pytest.Monke
     monkeypatch.setattr(pricing_grid, "MAX_OPTIONS", 10)
     assert GridPricer.build(data, s) is None
     assert bnode._Pricer(data).quick == [None]
+
+
+def test_multisets_are_the_listed_ones_in_the_listed_order() -> None:
+    """The numpy enumeration gives the plain loop's count vectors in its order (which breaks
+    the program's ties), its ``None`` past the cap, on random classes and servers."""
+    rng = np.random.default_rng(7)
+    compared = 0
+    for _ in range(600):
+        p = int(rng.integers(0, 6))
+        args = (
+            [int(u) for u in rng.integers(0, 5, p)],
+            int(rng.integers(0, 9)),
+            int(rng.integers(1, 3)),
+            rng.integers(0, 6, p),
+            rng.integers(0, 8, p),
+            int(rng.integers(1, 9)),
+            int(rng.integers(0, 25)),
+            int(rng.integers(0, 30)),
+        )
+        fast = pricing_grid._multisets(*args)
+        listed = pricing_grid._multisets_listed(*args)
+        if listed is None:
+            assert fast is None
+            continue
+        assert fast is not None and fast.dtype == listed.dtype
+        assert fast.shape == listed.shape and np.array_equal(fast, listed)
+        compared += len(listed) > 1
+    assert compared > 300  # most draws have several options to order
+    with pytest.MonkeyPatch.context() as mp:  # past the cap: neither lists
+        mp.setattr(pricing_grid, "MAX_OPTIONS", 10)
+        big = ([3, 3, 3], 8, 1, np.ones(3, int), np.ones(3, int), 8, 24, 24)
+        assert (
+            pricing_grid._multisets(*big) is None and pricing_grid._multisets_listed(*big) is None
+        )
+    # a real class: 128-GPU split-penalty server's, the program built either way alike
+    data = _data(128, 8)
+    s = server_shapes(data)[0][0]
+    real = GridPricer.build(data, s)
+    assert real is not None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pricing_grid, "_multisets", pricing_grid._multisets_listed)
+        listed_pricer = GridPricer.build(data, s)
+    assert listed_pricer is not None
+    classes = [
+        (a, b) for a, b in zip(real.stages, listed_pricer.stages, strict=True) if not a.group
+    ]
+    assert classes  # classes with a pat_one_role row: their multisets of points
+    for a, b in classes:
+        assert np.array_equal(a.comp, b.comp) and np.array_equal(a.key, b.key)
