@@ -107,6 +107,41 @@ def test_full_server_model_is_solved_once_per_round_and_flag(monkeypatch: Any) -
     assert calls == [True, False, True]
 
 
+def test_one_model_where_both_flags_floors_agree(monkeypatch: Any) -> None:
+    """Where the lowest floors are the placed ones (one server shape), the bound and the
+    guiding points come from one solve; where they differ, from two."""
+    from synergy_opt.mechanisms.opt import full_servers
+
+    built: list[int] = []
+    real_build = full_servers.build_super_machine_split
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(1)
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(full_servers, "build_super_machine_split", counted)
+    ctx = Opt().context(family_round("split-penalty", 32, 1000))
+    assert ctx is not None
+    guide = full_server_optimum(ctx)
+    assert guide is not None and full_server_optimum(ctx, bound=True) is guide
+    assert full_server_bound(ctx) == guide.dual_bound and len(built) == 1
+    # the lowest floors below the placed ones: another model, solved on its own
+    real_floors = full_servers._floors
+
+    def lower(inst: Any, runnable: Any, *, lowest: bool) -> dict[str, float]:
+        got = real_floors(inst, runnable, lowest=lowest)
+        return {jid: f * 0.9 for jid, f in got.items()} if lowest else got
+
+    monkeypatch.setattr(full_servers, "_floors", lower)
+    other = Opt().context(family_round("split-penalty", 32, 1000))
+    assert other is not None
+    again = full_server_optimum(other)
+    assert again is not None and again.optimum == guide.optimum
+    low = full_server_optimum(other, bound=True)
+    assert low is not guide and low is not again and len(built) == 3
+    assert low is not None and low.dual_bound >= again.dual_bound - 1e-9  # lower floors: no less
+
+
 @pytest.mark.parametrize(("family", "seed"), [("split-penalty", 1000), ("multi-gpu", 1002)])
 def test_full_server_bound_is_at_least_the_proven_optimum_on_small_rounds(
     family: str, seed: int
