@@ -310,3 +310,42 @@ def test_the_search_after_the_late_routes_stops_within_target_gap_of_the_pattern
     assert got.total_throughput == pytest.approx(147.66, abs=1e-6)
     assert got.upper_bound == pytest.approx(147.675, abs=1e-6)
     assert bool(calls) == (gap < 1.02e-4)
+
+
+def _with_pack_first(
+    monkeypatch: pytest.MonkeyPatch, inst: RoundInstance, on: bool
+) -> tuple[dict[str, Any], int, int]:
+    """``opt``'s allocation with ``search.PACK_FIRST`` ``on``, and how often the pattern
+    bound and the packing route ran."""
+    from synergy_opt.mechanisms.opt import packing_route
+
+    bounds, packings = [], []
+    real_bound, real_pack = search.pattern_lp_bound, packing_route.packing_plan
+    with monkeypatch.context() as mp:
+        mp.setattr(search, "PACK_FIRST", on)
+        mp.setattr(
+            search, "pattern_lp_bound", lambda *a, **k: bounds.append(1) or real_bound(*a, **k)
+        )
+        mp.setattr(
+            packing_route, "packing_plan", lambda *a, **k: packings.append(1) or real_pack(*a, **k)
+        )
+        got = allocation_to_dict(_opt(inst))
+    got.pop("solve_seconds", None)
+    return got, len(bounds), len(packings)
+
+
+@pytest.mark.parametrize(("seed", "packs"), [(7, True), (1, False)])
+def test_one_gpu_rounds_pack_the_pooled_points_before_the_pattern_bound(
+    monkeypatch: pytest.MonkeyPatch, seed: int, packs: bool
+) -> None:
+    """Single-GPU 128 GPUs: seed 7's pooled points pack (173.19, the bound), so the pattern
+    LP is not needed; seed 1's do not, and the same steps run in another order.  Either way
+    the allocation is the same, and the packing runs once."""
+    inst = family_round("single-gpu", 128, seed)
+    before, bounds_off, packings_off = _with_pack_first(monkeypatch, inst, False)
+    now, bounds_on, packings_on = _with_pack_first(monkeypatch, inst, True)
+    assert now == before
+    assert packings_off == packings_on == 1 and bounds_off == 1
+    assert bounds_on == (0 if packs else 1)
+    if packs:
+        assert now["total_throughput"] == pytest.approx(now["upper_bound"], rel=1e-9)
