@@ -103,12 +103,15 @@ PATTERN_SPREAD_BOUND: bool = True
 #: That step's name, for callers that switch it off (``opt-exact``, whose branch-and-price
 #: runs the same column generation at its root, gives ``opt``'s short share to the search).
 SPREAD_PATTERN_BOUND: str = "spread-pattern-bound"
-#: On rounds of one-GPU jobs that the routes leave below the target, the packing of the
+#: On rounds of one-GPU jobs that the routes leave below the target but near the pooled
+#: optimum (at least :data:`~.context.BEST_SO_FAR_MIN_SHARE` of it), the packing of the
 #: pooled super-machine's points (the late route :data:`PACKING`) runs before the pattern
 #: bound is computed rather than after: where it packs them, its answer is that optimum, a
 #: bound, and the pattern LP (55 ms of a 150-ms round on single-GPU 128 GPUs seed 7) is
 #: not needed; where it does not, the same steps run as before, in another order (the
-#: packing reads neither the target nor that bound).
+#: packing reads neither the target nor that bound).  Far below that optimum (memory-scarce
+#: rounds: 14 against a pooled 20.5) the pattern bound mostly proves the plan the routes
+#: found, and the packing would be asked for nothing.
 PACK_FIRST: bool = True
 PACKING: str = "packing"
 #: The name the warm-start plan goes by in logs and notes.
@@ -496,7 +499,12 @@ class RoundSearch:
             target = min(target, full_server_bound(ctx) * (1 - TARGET_GAP))
         late: list[State] = []
         early: frozenset[str] = frozenset()  # late routes run before the pattern bound
-        if PACK_FIRST and start is not None and start.total < target and one_gpu_jobs(ctx):
+        if (
+            PACK_FIRST
+            and start is not None
+            and BEST_SO_FAR_MIN_SHARE * ctx.optimum <= start.total < target
+            and one_gpu_jobs(ctx)
+        ):
             early = frozenset({PACKING})
             start = run_late_routes(
                 ctx, start, target, self.any_spreads, keep, self.errors, late, early
