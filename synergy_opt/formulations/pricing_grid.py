@@ -335,6 +335,15 @@ def _units(col_m: np.ndarray, M: float) -> tuple[int, np.ndarray] | None:
     return None
 
 
+def _most_copies(uppers: Sequence[int], n_k: int, g_k: int, G: int) -> int | None:
+    """A class's most copies on one server (its members, the server's GPUs), or ``None``
+    where the multisets of its points up to that size could pass :data:`MAX_OPTIONS`."""
+    most = min(n_k, G // max(1, g_k))
+    if math.comb(len(uppers) + most, most) > MAX_OPTIONS:
+        return None
+    return most
+
+
 def _multisets(
     uppers: Sequence[int],
     n_k: int,
@@ -355,8 +364,8 @@ def _multisets(
     point by point with numpy, the partial sums pruned as they pass a bound (cores and units
     only grow): 24-64 ms of a 255-395 ms ``opt`` on single-GPU 128-GPU rounds seeds 1, 12
     and 27 went to the loop."""
-    most = min(n_k, G // max(1, g_k))
-    if math.comb(len(uppers) + most, most) > MAX_OPTIONS:
+    most = _most_copies(uppers, n_k, g_k, G)
+    if most is None:
         return None
     counts = np.zeros((1, 0), dtype=np.int64)
     total = np.zeros(1, dtype=np.int64)
@@ -392,8 +401,8 @@ def _multisets_listed(
 ) -> np.ndarray | None:
     """:func:`_multisets` by listing every combination (the reference its tests compare
     against)."""
-    most = min(n_k, G // max(1, g_k))
-    if math.comb(len(uppers) + most, most) > MAX_OPTIONS:
+    most = _most_copies(uppers, n_k, g_k, G)
+    if most is None:
         return None
     out: list[tuple[int, ...]] = []
     for t in range(most + 1):
