@@ -82,6 +82,7 @@ def test_no_key_where_the_whole_jobs_decide_it() -> None:
     data = _small()
     assert around_key(data, {(0, 0): 4}) is None  # 4 GPUs on a 3-GPU server
     assert around_key(data, {(0, 0): 1, (0, 1): 2}) is None  # a whole job left out
+    assert around_key(data, {(0, 0): 3, (0, 1): 2, (0, 2): -1}) is None  # a negative count
     narrow = PackingData(
         (WholeGroup(data.groups[0].jobs, 1, 3, 40.0, (0, 1)),), data.spread, data.servers
     )

@@ -29,7 +29,13 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from synergy_opt.formulations.packing_data import MEM_UNIT_GB, PackingData, units_down, units_up
+from synergy_opt.formulations.packing_data import (
+    MEM_UNIT_GB,
+    PackingData,
+    room_left,
+    units_down,
+    units_up,
+)
 from synergy_opt.formulations.packing_lp import (
     PatternListing,
     build_packing_lp_matrix,
@@ -416,26 +422,18 @@ def around_key(data: PackingData, whole: Mapping[tuple[int, int], int]) -> Aroun
     over the servers with a GPU left, what each has left and which spread jobs may use it.
     Two questions with one key have the same verdict (servers carry no name in the model).
     ``None`` where the key would not decide it: free groups, or whole jobs the model could
-    not hold (beyond a server's capacity or their group's servers, a group not all placed),
-    which make the model infeasible whatever the spread jobs do."""
-    if data.free:
+    not hold (beyond a server's capacity or their group's servers, a group not all placed,
+    a negative count), which make the model infeasible whatever the spread jobs do."""
+    if data.free or any(k < 0 for k in whole.values()):
         return None
-    gpus = [s[0] for s in data.servers]
-    cpus = [s[1] for s in data.servers]
-    mem = [units_down(s[2]) for s in data.servers]
     placed = [0] * len(data.groups)
     for (d, s), k in whole.items():
-        if k <= 0:
-            continue
-        gr = data.groups[d]
-        if s not in gr.servers:
+        if k and s not in data.groups[d].servers:
             return None
         placed[d] += k
-        gpus[s] -= gr.gpus * k
-        cpus[s] -= gr.cpus * k
-        mem[s] -= units_up(gr.mem_gb) * k
     if any(p != len(gr.jobs) for p, gr in zip(placed, data.groups, strict=True)):
         return None
+    gpus, cpus, mem = room_left(data, whole)
     if min(gpus, default=0) < 0 or min(cpus, default=0) < 0 or min(mem, default=0) < 0:
         return None
     spread = tuple((sj.job.gpus, sj.cpus, units_up(sj.mem_gb)) for sj in data.spread)

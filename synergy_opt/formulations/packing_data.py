@@ -81,6 +81,23 @@ class PackingData:
     free_worth: float | None = None
 
 
+def room_left(
+    data: PackingData, whole: Mapping[tuple[int, int], int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Each server's GPUs, cores and memory units left by ``whole`` (whole jobs per
+    (group, server)), in the packing's units: GB capacities rounded down and demands up,
+    as the CP-SAT model counts them (pk8-pk10).  Negative where they do not fit."""
+    gpus = [g for g, _, _ in data.servers]
+    cpus = [c for _, c, _ in data.servers]
+    mem = [units_down(m) for _, _, m in data.servers]
+    for (d, s), k in whole.items():
+        gr = data.groups[d]
+        gpus[s] -= gr.gpus * k
+        cpus[s] -= gr.cpus * k
+        mem[s] -= units_up(gr.mem_gb) * k
+    return gpus, cpus, mem
+
+
 def packing_data(
     inst: RoundInstance,
     jobs: Sequence[Job],

@@ -28,7 +28,7 @@ from synergy_opt.formulations.packing_data import (
     MEM_UNIT_GB,
     PackingData,
     SpreadJob,
-    units_down,
+    room_left,
     units_up,
 )
 from synergy_opt.mechanisms.opt.context import GpuPlan
@@ -152,18 +152,14 @@ def _moves(
 
 
 def _room(data: PackingData, plan: GpuPlan) -> _Room:
-    """What the whole jobs of ``plan`` leave on each server, in the packing's units (GB
-    capacities rounded down, demands up, as :mod:`~synergy_opt.formulations.packing_cp`)."""
-    gpus = [g for g, _, _ in data.servers]
-    cpus = [c for _, c, _ in data.servers]
-    mem = [units_down(m) for _, _, m in data.servers]
-    for gr in data.groups:
-        mu = units_up(gr.mem_gb)
+    """What the whole jobs of ``plan`` leave on each server, in the packing's units
+    (:func:`~synergy_opt.formulations.packing_data.room_left`)."""
+    whole: dict[tuple[int, int], int] = {}
+    for d, gr in enumerate(data.groups):
         for job in gr.jobs:
             ((s, _),) = plan[job.id]
-            gpus[s] -= gr.gpus
-            cpus[s] -= gr.cpus
-            mem[s] -= mu
+            whole[d, s] = whole.get((d, s), 0) + 1
+    gpus, cpus, mem = room_left(data, whole)
     return _Room(tuple(gpus), tuple(cpus), tuple(mem))
 
 

@@ -140,6 +140,8 @@ QUICK_DETERMINISTIC_S: float = 0.25
 #: rounds of seeds 0-39 (``opt`` 0.53-0.70 s -> 0.14-0.22 s, the same answers).  Off only
 #: to measure it.
 CONTENTS_FIRST: bool = True
+#: The route's name in the registry (``opt``'s search runs it early on some rounds).
+PACKING_ROUTE: str = "packing"
 #: :attr:`BoundPoints.name` of the full-server super-machine's points.
 FULL_SERVER_POINTS: str = "full-server"
 #: The full-server super-machine's points are packed where its optimum is below the pooled
@@ -403,7 +405,7 @@ def _parts(plan: GpuPlan) -> int:
     return sum(len(parts) for parts in plan.values())
 
 
-@route("packing", spreads=True, spread_only=False, late=True, late_rank=0)
+@route(PACKING_ROUTE, spreads=True, spread_only=False, late=True, late_rank=0)
 def packing_route(ctx: RoundContext) -> GpuPlan:
     """The tightest super-machine's points packed onto the servers by CP-SAT."""
     return packing_plan(ctx)

@@ -45,6 +45,7 @@ from synergy_opt.mechanisms.opt.context import (
 from synergy_opt.mechanisms.opt.full_servers import full_server_bound
 from synergy_opt.mechanisms.opt.gather_move import gather_move
 from synergy_opt.mechanisms.opt.neighbourhood import State, improve, placements, total_of
+from synergy_opt.mechanisms.opt.packing_route import PACKING_ROUTE
 from synergy_opt.mechanisms.opt.pattern_dive import PATTERN_DIVE, dive_plan
 from synergy_opt.mechanisms.opt.pattern_route import one_gpu_jobs
 from synergy_opt.mechanisms.opt.repair import repair
@@ -105,15 +106,15 @@ PATTERN_SPREAD_BOUND: bool = True
 SPREAD_PATTERN_BOUND: str = "spread-pattern-bound"
 #: On rounds of one-GPU jobs that the routes leave below the target but near the pooled
 #: optimum (at least :data:`~.context.BEST_SO_FAR_MIN_SHARE` of it), the packing of the
-#: pooled super-machine's points (the late route :data:`PACKING`) runs before the pattern
-#: bound is computed rather than after: where it packs them, its answer is that optimum, a
-#: bound, and the pattern LP (55 ms of a 150-ms round on single-GPU 128 GPUs seed 7) is
+#: pooled super-machine's points (the late route
+#: :data:`~.packing_route.PACKING_ROUTE`) runs before the pattern bound is computed
+#: rather than after: where it packs them, its answer is that optimum, a bound, and the
+#: pattern LP (55 ms of a 150-ms round on single-GPU 128 GPUs seed 7) is
 #: not needed; where it does not, the same steps run as before, in another order (the
 #: packing reads neither the target nor that bound).  Far below that optimum (memory-scarce
 #: rounds: 14 against a pooled 20.5) the pattern bound mostly proves the plan the routes
 #: found, and the packing would be asked for nothing.
 PACK_FIRST: bool = True
-PACKING: str = "packing"
 #: The name the warm-start plan goes by in logs and notes.
 WARM_START: str = "previous-round"
 
@@ -505,7 +506,7 @@ class RoundSearch:
             and BEST_SO_FAR_MIN_SHARE * ctx.optimum <= start.total < target
             and one_gpu_jobs(ctx)
         ):
-            early = frozenset({PACKING})
+            early = frozenset({PACKING_ROUTE})
             start = run_late_routes(
                 ctx, start, target, self.any_spreads, keep, self.errors, late, early
             )
