@@ -251,3 +251,102 @@ def test_placement_lp_without_presolve_reaches_the_same_vertex(
     fast = ctx.solve(mm, vertex=True, highs_options=PLACEMENT_LP_OPTIONS)
     assert plain.x is not None and fast.x is not None
     assert np.array_equal(plain.x, fast.x)
+
+
+def _typed_round() -> tuple[Any, dict[str, Any]]:
+    """A round on servers of two GPU types whose jobs are restricted to random type sets,
+    as a context the swap scans read (``inst``, ``runnable``) and its jobs by id."""
+    import dataclasses
+    import random
+    import types
+
+    from synergy_opt.generate import GenerateSpec, generate_instance
+
+    inst = generate_instance(
+        GenerateSpec(servers=12, gpu_load=1.0, gpu_types=(("v100", 48), ("k80", 48)), seed=5)
+    )
+    r = random.Random(5)
+    jobs = tuple(
+        dataclasses.replace(j, gpu_types=r.choice((None, ("v100",), ("k80",), ("k80", "v100"))))
+        for j in inst.jobs
+    )
+    return types.SimpleNamespace(inst=inst, runnable=jobs), {j.id: j for j in jobs}
+
+
+def test_numpy_swap_scan_equals_the_listed_scan() -> None:
+    """``_Partners.best_swap`` (numpy, for long partner lists) picks the same swap as
+    ``_listed_swap`` (the loop) on 400 random scans: random points (few values, so gains
+    tie and the deficit caps them), spare room, busy servers, servers short of the other
+    resource, and GPU-type restrictions both ways."""
+    import random
+
+    from synergy_opt.mechanisms.opt import repair as rm
+
+    ctx, jobs = _typed_round()
+    servers = ctx.inst.cluster.servers
+    ids = list(jobs)
+    r = random.Random(11)
+    picked = 0
+    for _ in range(400):
+        points = {j: (r.choice((1, 2, 3, 6)), r.choice((10.0, 20.5, 62.5, 83.0)), 1.0) for j in ids}
+        members = [(y, r.randrange(len(servers))) for y in r.sample(ids, r.randint(1, 60))]
+        x = r.choice([j for j in ids if j not in {y for y, _ in members}])
+        s = r.randrange(len(servers))
+        res = r.randint(0, 1)
+        spare = [
+            [r.randint(0, 8) for _ in servers],
+            [r.randint(0, 9) * 50_000_000 * 10 for _ in servers],
+        ]
+        busy = set(r.sample(range(len(servers)), r.randint(0, 4)))
+        short = {s} if r.random() < 0.3 else set()
+        deficit = r.choice((1, 3, 1e9, 2.5e8))
+        dx = (points[x][0], points[x][1] / rm.MEM_UNIT_GB)
+        want = rm._listed_swap(
+            ctx, jobs, members, points, (x, s, dx), res, deficit, spare, busy, short
+        )
+        rows = rm._JobRows(ctx)
+        group = rm._Partners.of(members, points, rows.row, res, spare)
+        busy_arr = np.zeros(len(servers), dtype=bool)
+        busy_arr[list(busy)] = True
+        other = 1 - res
+        got = group.best_swap(
+            (dx[res], dx[other]),
+            s,
+            deficit,
+            busy_arr,
+            None if short else spare[other][s] + rm.SLACK_EPS,
+            rows.allowed,
+            rows.row[x],
+        )
+        assert got == want
+        picked += want is not None
+    assert 50 < picked < 400  # both outcomes are exercised
+
+
+@pytest.mark.parametrize(
+    ("family", "gpus", "seed", "route"), [*REPAIRED, ("multi-gpu", 128, 6, "placement-lp")]
+)
+def test_repair_is_the_same_with_every_scan(
+    family: str, gpus: int, seed: int, route: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repair gives the same plan whether every partner list is scanned with numpy or
+    every one in a loop (``VECTOR_MIN``), and the numpy scan does run."""
+    from synergy_opt.mechanisms.opt import repair as rm
+
+    inst = family_round(family, gpus, seed)
+    ctx = Opt().context(inst)
+    assert ctx is not None
+    plan = ROUTES[route].plan(ctx)
+    monkeypatch.setattr(rm, "VECTOR_MIN", 10**9)
+    listed = repair(ctx, plan, ctx.points)
+    scans: list[int] = []
+    real = rm._Partners.best_swap
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        scans.append(len(self.ids))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(rm, "VECTOR_MIN", 1)
+    monkeypatch.setattr(rm._Partners, "best_swap", spy)
+    assert repair(ctx, plan, ctx.points) == listed
+    assert listed is not None and scans
