@@ -89,6 +89,7 @@ from synergy_opt.formulations.branch_points import (
 from synergy_opt.formulations.counting import Point, _model_data
 from synergy_opt.formulations.counting_fast import (
     EXACT_REL_GAP,
+    CountingMatrix,
     build_counting_matrix,
     placements_from_values,
     start_from_placements,
@@ -332,6 +333,7 @@ def branch_and_price(
     floors: str = "exact",
     root_ip_nodes: int | None = None,
     pricing: str = PRICING,
+    counting: CountingMatrix | None = None,
 ) -> BranchResult | None:
     """Prove (or improve) the best of ``warm_start`` by branching on spread decisions.
 
@@ -350,13 +352,15 @@ def branch_and_price(
     ``pricing``: how pricing problems are solved
     (:data:`~synergy_opt.formulations.pricing_enum.PRICING_METHODS`); a dive prices a dozen
     times, where building the enumeration's tables can cost more than it saves.
+    ``counting``: the counting model of these jobs with exact floors, built already (its
+    data and matrix are used, with ``floors`` "exact", instead of building them again).
     """
     if floors not in FLOOR_MODES:
         raise ValueError(f"floors must be one of {', '.join(FLOOR_MODES)}, got {floors!r}")
     if any(j.sensitivity_by_type is not None for j in jobs):
         return None
     if floors == "exact":
-        data = _model_data(inst, jobs)
+        data = _model_data(inst, jobs) if counting is None else counting.data
         if not data["patterns"]:
             return None
     else:
@@ -376,6 +380,7 @@ def branch_and_price(
         dive_only=dive_only,
         root_ip_nodes=root_ip_nodes,
         pricing=pricing,
+        cm=counting if floors == "exact" else None,
     )
     if floors == "high" and not data["bound_valid"]:
         return _restricted(got)  # the restriction's bound is not the round's
@@ -410,11 +415,13 @@ def _branch_and_price(  # noqa: C901 - one best-first loop: nodes, leaves, incum
     dive_only: bool,
     root_ip_nodes: int | None = None,
     pricing: str = PRICING,
+    cm: CountingMatrix | None = None,
 ) -> BranchResult:
-    """:func:`branch_and_price` over the counting model's ``data``."""
+    """:func:`branch_and_price` over the counting model's ``data`` (``cm``: its matrix,
+    where built already)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
-    cm = build_counting_matrix(data)
+    cm = cm or build_counting_matrix(data)
     starts = [(p, start_from_placements(cm, p)) for p in warm_start]
     known = sorted(
         ((p, v) for p, v in starts if v is not None), key=lambda pv: -float(cm.matrix.cost @ pv[1])

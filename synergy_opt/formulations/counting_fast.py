@@ -14,7 +14,8 @@ Public API (stable; ``opt`` and ``opt-exact`` build on it):
 * :func:`counting_bound` ``(inst, jobs, *, solver)`` -> float: the smaller of the counting
   model's LP relaxation and the super-machine optimum, both valid upper bounds on any
   allocation of exactly ``jobs`` that keeps every fair-share floor.
-* :func:`build_counting_matrix` ``(data, relax=False)`` -> :class:`CountingMatrix`.
+* :func:`build_counting_matrix` ``(data, relax=False)`` -> :class:`CountingMatrix`;
+  :func:`relaxed_matrix` ``(cm)`` its relaxation without a second build.
 * :func:`placements_from_values` turns a solution (by variable name and index) into
   per-job placement parts; used for both the Pyomo and the matrix solution.
 """
@@ -266,6 +267,13 @@ def build_counting_matrix(  # noqa: C901 - one block per row family, as in the P
         name="counting_lp" if relax else "counting",
     )
     return CountingMatrix(mm, tuple(cols), tuple(rows.names), data)
+
+
+def relaxed_matrix(cm: CountingMatrix) -> MatrixModel:
+    """``build_counting_matrix(cm.data, relax=True).matrix`` from ``cm`` without building
+    it again: the same rows and columns, none integral."""
+    mm = cm.matrix
+    return dataclasses.replace(mm, integer=np.zeros_like(mm.integer), name="counting_lp")
 
 
 # --------------------------------------------------------------------------- solutions

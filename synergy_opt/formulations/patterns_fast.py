@@ -698,6 +698,7 @@ def round_bound(
     warm_start: Sequence[Mapping[str, Sequence[PlacementPart]]] = (),
     max_iterations: int = MAX_ITERATIONS,
     ceiling: float | None = None,
+    counting: CountingMatrix | None = None,
 ) -> tuple[PatternBound, CountingMatrix, list[np.ndarray]] | None:
     """The pattern bound of a round's jobs, seeded with known allocations (best first), at
     most ``max_iterations`` rounds of pricing, given up where it cannot come below
@@ -705,11 +706,14 @@ def round_bound(
 
     Returns the bound, the counting matrix and the warm starts as its vectors (best first);
     None where the rows are not stated (per-type matrices, splits with rounded-down cores).
+    ``counting``: the counting model of these jobs, built already.
     """
-    data = _model_data(inst, jobs)
-    if not data["patterns"] or any(j.sensitivity_by_type is not None for j in jobs):
+    if any(j.sensitivity_by_type is not None for j in jobs):
         return None
-    cm = build_counting_matrix(data)
+    data = _model_data(inst, jobs) if counting is None else counting.data
+    if not data["patterns"]:
+        return None
+    cm = counting or build_counting_matrix(data)
     vectors = [v for v in (start_from_placements(cm, p) for p in warm_start) if v is not None]
     vectors.sort(key=lambda v: -float(cm.matrix.cost @ v))
     target = float(cm.matrix.cost @ vectors[0]) if vectors else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from synergy_opt.mechanisms.base import MechanismOptions
 from synergy_opt.mechanisms.opt.context import OPT_HIGHS_OPTIONS, Clock
 from synergy_opt.solve import DEFAULT_REL_GAP, SolveResult, TerminationStatus, solve_matrix
 from synergy_opt.types import THROUGHPUT_EPS, Job, PlacementPart, RoundInstance
+
+if TYPE_CHECKING:
+    from synergy_opt.formulations.counting_fast import CountingMatrix
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +119,13 @@ def counting_lp_bound(
     runnable: Sequence[Job],
     upper: float,
     solve: Callable[[MatrixModel], SolveResult],
+    counting: Callable[[], CountingMatrix] | None = None,
 ) -> float:
     """min(``upper``, LP relaxation of the per-server counting model) on rounds of at most
     :data:`COUNTING_BOUND_MAX_SERVERS` servers (beyond, the LP costs seconds).
+    ``counting``: gives the counting model with exact floors, built once for the round;
+    used where every job asks for one GPU (no floor depends on a split, so its data are
+    the relaxation's).
 
     It bounds every allocation of the runnable set that keeps each job's floor, typed
     rounds included, because it relaxes the exact per-server model
@@ -125,13 +133,16 @@ def counting_lp_bound(
     if len(inst.cluster.servers) > COUNTING_BOUND_MAX_SERVERS:
         return upper
     from synergy_opt.formulations.counting import counting_data
-    from synergy_opt.formulations.counting_fast import build_counting_matrix
+    from synergy_opt.formulations.counting_fast import build_counting_matrix, relaxed_matrix
 
-    # The relaxation's spread floors (the lowest a split allows) make it a bound.
-    data = counting_data(inst, runnable, spread_floor="low")
-    if not data["bound_valid"]:
+    if counting is not None and all(j.gpus == 1 for j in runnable):
+        cm = counting()
+    else:
+        # The relaxation's spread floors (the lowest a split allows) make it a bound.
+        cm = build_counting_matrix(counting_data(inst, runnable, spread_floor="low"))
+    if not cm.data["bound_valid"]:
         return upper
-    lp = solve(build_counting_matrix(data, relax=True).matrix)
+    lp = solve(relaxed_matrix(cm))
     if lp.status is TerminationStatus.OPTIMAL and lp.dual_bound is not None:
         return min(upper, lp.dual_bound)
     return upper
@@ -198,6 +209,7 @@ def pattern_lp_bound(
     clock: Clock,
     max_iterations: int = PATTERN_BOUND_ITERATIONS,
     ceiling: float | None = None,
+    counting: CountingMatrix | None = None,
 ) -> tuple[float | None, bool]:
     """The pattern LP's bound on allocations of ``runnable`` (column generation over each
     server's integral contents, ``formulations/patterns.md``), started from ``best`` (an
@@ -223,6 +235,7 @@ def pattern_lp_bound(
         warm_start=[best],
         max_iterations=max_iterations,
         ceiling=ceiling,
+        counting=counting,
     )
     if got is None:
         return None, False

@@ -375,7 +375,7 @@ class Opt:
 
     def _tighter_bound(self, ctx: RoundContext, upper: float) -> float:
         """:func:`counting_lp_bound` with the round's clock."""
-        return counting_lp_bound(ctx.inst, ctx.runnable, upper, ctx.solve)
+        return counting_lp_bound(ctx.inst, ctx.runnable, upper, ctx.solve, ctx.counting_matrix)
 
     def context(
         self, inst: RoundInstance, *, time_limit_s: float | None = None

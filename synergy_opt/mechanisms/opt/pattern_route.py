@@ -97,6 +97,7 @@ def pattern_root(ctx: RoundContext) -> GpuPlan:
         dive_only=True,
         root_ip_nodes=ROOT_IP_NODES,
         pricing=ROUTE_PRICING,
+        counting=ctx.counting_matrix(),
     )
     if res is None or res.objective is None or len(res.placements) != len(ctx.runnable):
         raise RoundingError("no allocation of the runnable set from the root or its dive")

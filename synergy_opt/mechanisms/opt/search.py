@@ -607,7 +607,9 @@ class RoundSearch:
         parts = placements(ctx, start)
         if parts is None:  # pragma: no cover - every state is checked to deploy
             return math.inf
-        bound, cut = pattern_lp_bound(ctx.inst, ctx.runnable, parts, ctx.clock, iterations, ceiling)
+        bound, cut = pattern_lp_bound(
+            ctx.inst, ctx.runnable, parts, ctx.clock, iterations, ceiling, ctx.counting_matrix()
+        )
         if cut:
             ctx.time_stops.append("pattern bound")
         if bound is None:
