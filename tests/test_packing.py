@@ -320,3 +320,67 @@ def test_the_late_routes_see_the_best_plan_only_near_the_bound(
         kept = search.run_late_routes(ctx, state, ctx.optimum, True, _never_kept, errors)
         assert kept is state and errors == ["probe: probe"]
     assert seen == [None, plan]
+
+
+def _packing_data_per_job(
+    inst: RoundInstance, jobs: Any, points: Any, spread: Any, servers: Any = None
+) -> packing.PackingData:
+    """``packing_data`` as it was built: every job scans every server (the reference)."""
+    from synergy_opt.formulations.packing_data import PackingData, SpreadJob, WholeGroup
+
+    srv = inst.cluster.servers
+    by_key: dict[Any, list[Any]] = {}
+    spreads = []
+    for job in jobs:
+        c, m, _ = points[job.id]
+        if servers is not None and job.id in servers:
+            allowed = tuple(servers[job.id])
+        else:
+            allowed = tuple(s for s, server in enumerate(srv) if job.may_use(server))
+        if job.id in spread:
+            spreads.append(SpreadJob(job, int(c), float(m), allowed))
+            continue
+        fits = tuple(
+            s
+            for s in allowed
+            if srv[s].gpus >= job.gpus and srv[s].cpus >= c and srv[s].mem_gb >= m - 1e-9
+        )
+        by_key.setdefault((job.gpus, int(c), float(m), fits), []).append(job)
+    groups = tuple(WholeGroup(tuple(js), g, c, m, f) for (g, c, m, f), js in by_key.items())
+    shapes = tuple((s.gpus, int(s.cpus), float(s.mem_gb)) for s in srv)
+    return PackingData(groups, tuple(spreads), shapes)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_packing_data_equals_the_per_job_scan(seed: int) -> None:
+    """The server lists computed once per distinct restriction and point give the data the
+    per-job scan gave, on fuzz rounds (mixed shapes, GPU types with half the jobs
+    restricted to some of them, spread jobs) with and without per-job server lists."""
+    import dataclasses
+    import random
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fuzz_rounds import draw
+
+    d, k = None, 0
+    while d is None:  # the next seed where the generator refuses the drawn spec
+        d, k = draw(50_000 + 100 * seed + k, (2, 12)), k + 1
+    r = random.Random(seed)
+    kinds = sorted({s.gpu_type for s in d.inst.cluster.servers if s.gpu_type is not None})
+    jobs = tuple(
+        dataclasses.replace(j, gpu_types=tuple(r.sample(kinds, r.randint(1, len(kinds)))))
+        if kinds and r.random() < 0.5
+        else j
+        for j in d.inst.jobs
+    )
+    inst = dataclasses.replace(d.inst, jobs=jobs)
+    cols = [(c, m) for c in (1, 2, 3, 4, 6) for m in (10.0, 20.5, 62.5)]
+    points = {j.id: (*r.choice(cols), 1.0) for j in inst.jobs}
+    spread = {j.id for j in inst.jobs if j.gpus > 1 and r.random() < 0.3}
+    n = len(inst.cluster.servers)
+    lists = {j.id: sorted(r.sample(range(n), r.randint(1, n))) for j in inst.jobs[::3]}
+    for servers in (None, lists):
+        got = packing.packing_data(inst, inst.jobs, points, spread, servers)
+        assert got == _packing_data_per_job(inst, inst.jobs, points, spread, servers)
