@@ -161,3 +161,69 @@ def test_fewer_parts_of_any_packing_is_a_packing(case: tuple[RoundInstance, Pack
     for sj in data.spread:
         drawn = sum(gb for _, _, gb in got.resources.get(sj.job.id, ()))
         assert drawn == pytest.approx(units_up(sj.mem_gb) * 1e-3)
+
+
+def _without_the_alone_test(data: PackingData, plan: PlanView) -> object:
+    """``fewer_parts`` with every support run through its max-flows (the code before
+    ``_alone_fits``)."""
+    from synergy_opt.mechanisms.opt import fewer_parts as fp
+
+    real = fp._alone_fits
+    fp._alone_fits = lambda *_: True  # type: ignore[assignment]
+    try:
+        return fewer_parts(data, plan)
+    finally:
+        fp._alone_fits = real
+
+
+@settings(max_examples=40, deadline=None)
+@given(packing_cases())
+def test_the_alone_test_skips_flows_and_changes_nothing(
+    case: tuple[RoundInstance, PackingData],
+) -> None:
+    """Ruling out the supports where the changed job alone overfills what it keeps gives
+    the same plan, resources and drops as running every support's max-flows, with no more
+    supports flowed."""
+    _, data = case
+    first = solve_packing(data, deterministic_s=1.0)
+    if first.plan is None or not data.spread:
+        return
+    got = fewer_parts(data, first.plan)
+    ref = _without_the_alone_test(data, first.plan)
+    assert got is not None and isinstance(ref, type(got))
+    assert (got.plan, got.resources, got.dropped, got.cut) == (
+        ref.plan,
+        ref.resources,
+        ref.dropped,
+        ref.cut,
+    )
+    assert got.checks <= ref.checks
+
+
+def test_the_alone_test_rules_out_supports_on_a_packing_round() -> None:
+    """Multi-GPU 128 GPUs seed 7's packing (the route's first): the same answer as with
+    every support flowed, and fewer supports flowed."""
+    from synergy_opt.generate import family_round
+    from synergy_opt.mechanisms.opt import fewer_parts as fp
+    from synergy_opt.mechanisms.opt import packing_route
+    from synergy_opt.mechanisms.opt.mechanism import Opt
+
+    seen: list[tuple[PackingData, PlanView]] = []
+    real = packing_route.fewer_parts
+
+    def spy(data: PackingData, plan: PlanView, deadline: float | None = None) -> object:
+        seen.append((data, plan))
+        return real(data, plan, deadline)
+
+    packing_route.fewer_parts = spy  # type: ignore[assignment]
+    try:
+        Opt().allocate(family_round("multi-gpu", 128, 7))
+    finally:
+        packing_route.fewer_parts = real
+    assert seen
+    data, plan = seen[0]
+    got = fp.fewer_parts(data, plan)
+    ref = _without_the_alone_test(data, plan)
+    assert got is not None and isinstance(ref, type(got))
+    assert (got.plan, got.resources, got.dropped) == (ref.plan, ref.resources, ref.dropped)
+    assert got.checks < ref.checks
