@@ -233,7 +233,7 @@ def test_a_solve_cut_by_the_time_limit_is_noted(
 
     monkeypatch.setattr(opt_mod.context, "solve_matrix", cut)
     if family == "multi-gpu":  # its bridged plan deploys without a solve: take the LP's
-        routes = {k: r for k, r in opt_mod.ROUTES.items() if k != "balanced-bridges"}
+        routes = {k: r for k, r in opt_mod.ROUTES.items() if not k.startswith("balanced-bridges")}
         monkeypatch.setattr(opt_mod.search, "ROUTES", routes)
     alloc = run("opt", inst, time_limit_s=600.0)
     assert check_allocation(inst, alloc, fair_share=True) == []
@@ -1061,8 +1061,8 @@ def test_neighbourhoods_of_two_sizes_reach_the_multi_gpu_optimum(
     assert check_allocation(inst, alloc, fair_share=True) == []
     assert alloc.total_throughput >= (1 - 1e-4) * exact.objective - ABS_TOL
     # The neighbourhoods alone (the counting and packing routes, which also reach it, left
-    # out):
-    without_routes("counting", "packing")
+    # out, and the bridges, whose plan with relays reaches it since 2026-12-08):
+    without_routes("counting", "packing", "balanced-bridges", "balanced-bridges-spreading")
     assert make_mechanism("opt").allocate(inst).total_throughput >= (1 - 1e-4) * exact.objective
     monkeypatch.setattr(neighbourhood, "LNS_SERVERS", (6,))
     assert make_mechanism("opt").allocate(inst).total_throughput < 0.99 * exact.objective

@@ -123,7 +123,7 @@ def test_opt_spreads_fewer_jobs_with_the_route(monkeypatch: pytest.MonkeyPatch) 
 
     seeds = range(0, 6)
     with_route, totals = spread(seeds)
-    routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
+    routes = {k: r for k, r in ROUTES.items() if not k.startswith("balanced-bridges")}
     monkeypatch.setattr(search, "ROUTES", routes)
     without, totals_before = spread(seeds)
     assert totals == totals_before  # both reach the bound
@@ -133,15 +133,16 @@ def test_opt_spreads_fewer_jobs_with_the_route(monkeypatch: pytest.MonkeyPatch) 
 def test_a_plan_that_does_not_deploy_is_dropped(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Multi-GPU 64 GPUs seed 7: the bridged plan does not deploy even after the swap
-    repair.  It is dropped, not re-optimised: the answer is byte for byte the answer of
-    ``opt`` without the route."""
-    inst = family_round("multi-gpu", 64, 7)
+    """Multi-GPU 128 GPUs seed 35: neither bridged plan deploys, even after the swap
+    repair.  Both are dropped, not re-optimised: the answer is byte for byte the answer
+    of ``opt`` without the routes."""
+    inst = family_round("multi-gpu", 128, 35)
     with caplog.at_level(logging.INFO, logger="synergy_opt.mechanisms.opt.search"):
         got = allocation_to_dict(make_mechanism("opt").allocate(inst))
-    assert any("balanced-bridges: the points do not deploy (dropped)" in r.getMessage()
-               for r in caplog.records)  # fmt: skip
-    routes = {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
+    for name in ("balanced-bridges", "balanced-bridges-spreading"):
+        assert any(f"{name}: the points do not deploy (dropped)" in r.getMessage()
+                   for r in caplog.records)  # fmt: skip
+    routes = {k: r for k, r in ROUTES.items() if not k.startswith("balanced-bridges")}
     monkeypatch.setattr(search, "ROUTES", routes)
     before = allocation_to_dict(make_mechanism("opt").allocate(inst))
     got.pop("solve_seconds")
@@ -155,6 +156,84 @@ def test_the_route_sits_after_the_consolidating_routes() -> None:
     names = [n for n, r in ROUTES.items() if not r.late]
     assert names.index("balanced") < names.index("server-class-mip")
     assert names.index("server-class-mip") < names.index("balanced-bridges")
-    assert names.index("balanced-bridges") + 1 == names.index("placement-lp")
-    assert ROUTES["balanced-bridges"].fast_only and ROUTES["balanced-bridges"].spreads
+    assert names.index("balanced-bridges") + 1 == names.index("balanced-bridges-spreading")
+    assert names.index("balanced-bridges-spreading") + 1 == names.index("placement-lp")
+    for name in ("balanced-bridges", "balanced-bridges-spreading"):
+        assert ROUTES[name].fast_only and ROUTES[name].spreads
     assert not ROUTES["placement-lp"].fast_only
+
+
+def _room_from_scratch(run: _Bridging, s: int) -> tuple[float, float]:
+    """Server s's room recomputed: capacity less its whole jobs' points and the draws."""
+    used = [0.0, 0.0]
+    for jid, parts in run.plan.items():
+        if s not in parts:
+            continue
+        for r in (0, 1):
+            if jid in run.draw:
+                used[r] += run.draw[jid][r].get(s, 0.0)
+            else:
+                used[r] += run.need[jid][r]
+    return run.cap[0][s] - used[0], run.cap[1][s] - used[1]
+
+
+def test_relays_and_hand_overs_to_spread_jobs_keep_the_books(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The two moves that spread no new job (a relay through another server of a spread
+    job's span, a hand-over to a job spread already) are taken on these rounds, and after
+    every move the tracked room equals the room recomputed from the plan and the draws,
+    each server keeps its GPUs, every draw is non-negative on a server of the job's span,
+    and each spread job draws exactly its point."""
+    kinds: Counter[str] = Counter()
+    real = _Bridging.apply
+
+    def checked(self: _Bridging, s: int, move: tuple) -> None:  # type: ignore[type-arg]
+        gpus_before = _per_server({j: tuple(p.items()) for j, p in self.plan.items()})
+        spread_b = move[3] in self.draw
+        real(self, s, move)
+        kind = move[0]
+        kinds[kind + (" to a spread job" if kind == "hand-over" and spread_b else "")] += 1
+        assert _per_server({j: tuple(p.items()) for j, p in self.plan.items()}) == gpus_before
+        for t in range(len(self.servers)):
+            c, m = _room_from_scratch(self, t)
+            assert self.room[0][t] == pytest.approx(c, abs=1e-6)
+            assert self.room[1][t] == pytest.approx(m, abs=1e-6)
+        for jid, (cores, mem) in self.draw.items():
+            span = {u for u, k in self.plan[jid].items() if k > 0}
+            for d, need in ((cores, self.need[jid][0]), (mem, self.need[jid][1])):
+                assert all(v >= -1e-9 for v in d.values())
+                assert {u for u, v in d.items() if v > 1e-9} <= span
+                assert sum(d.values()) == pytest.approx(need)
+
+    monkeypatch.setattr(_Bridging, "apply", checked)
+    for seed in range(12):
+        ctx = family_context("multi-gpu", 128, seed)
+        bridged(ctx, balanced(ctx))
+    assert kinds["relay"] >= 1 and kinds["hand-over to a spread job"] >= 1, kinds
+
+
+def test_the_moves_that_spread_no_new_job_bridge_more_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Multi-GPU 128 GPUs seeds 0-29: with relays and hand-overs to spread jobs the bridged
+    plan deploys on more rounds, with fewer spread jobs where both deploy; switched off
+    (``ZERO_SPREAD_MOVES``) the pass is the one before them."""
+    from synergy_opt.mechanisms.opt import bridges
+
+    def tally() -> tuple[set[int], dict[int, int]]:
+        ok, spread = set(), {}
+        for seed in range(30):
+            ctx = family_context("multi-gpu", 128, seed)
+            plan = bridged(ctx, balanced(ctx))
+            if deploy(ctx.inst, plan, ctx.points) is not None:
+                ok.add(seed)
+                spread[seed] = sum(len(p) > 1 for p in plan.values())
+        return ok, spread
+
+    on, spread_on = tally()
+    monkeypatch.setattr(bridges, "ZERO_SPREAD_MOVES", False)
+    off, spread_off = tally()
+    assert len(on) > len(off)
+    both = on & off
+    assert sum(spread_on[s] for s in both) < sum(spread_off[s] for s in both)

@@ -41,15 +41,19 @@ def test_without_the_route_opt_stops_short(
     without_routes: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without this route, and without the packing's pattern LP (whose integral contents
-    now pack this round's points too: below), ``opt`` stops below 0.99 of the bound."""
+    now pack this round's points too: below) and the bridges (whose relays deploy them
+    since 2026-12-08), ``opt`` stops below 0.99 of the bound."""
     from synergy_opt.mechanisms.opt import packing_route
 
     without_routes("counting-relax-fix")
     inst = family_round("mixed-shapes", 128, 1003)
     with monkeypatch.context() as m:
         m.setattr(packing_route, "PACKING_LP", False)
+        bridged = make_mechanism("opt").allocate(inst)
+        without_routes("balanced-bridges", "balanced-bridges-spreading")
         got = make_mechanism("opt").allocate(inst)
-    assert got.upper_bound is not None
+    assert bridged.upper_bound is not None and got.upper_bound is not None
+    assert bridged.total_throughput == pytest.approx(bridged.upper_bound, abs=1e-6)
     assert got.total_throughput < 0.99 * got.upper_bound
     # the packing route alone, from the pattern LP's integral contents, reaches the bound
     got = make_mechanism("opt").allocate(inst)

@@ -42,8 +42,9 @@ REPAIRED = (
 
 
 def _without_bridges() -> dict[str, Any]:
-    """The route registry without ``balanced-bridges`` (for the paths it pre-empts)."""
-    return {k: r for k, r in ROUTES.items() if k != "balanced-bridges"}
+    """The route registry without the ``balanced-bridges`` routes (for the paths they
+    pre-empt)."""
+    return {k: r for k, r in ROUTES.items() if not k.startswith("balanced-bridges")}
 
 
 def _no_mip(*_: Any, **__: Any) -> Any:

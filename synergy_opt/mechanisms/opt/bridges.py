@@ -17,12 +17,16 @@ that lowers the total excess most is taken (ties: fewer new spread jobs), among
   (no new spread job);
 - *trade*: a job x with >= 2 GPUs there moves k of them to a server t with room, and a
   whole job of k GPUs on t moves over in exchange; x then draws from t (x spreads);
-- *hand-over*: a whole job z moves to t whole, and a spreadable whole job y on t takes its
-  GPUs on the server and may draw there (y spreads);
-- *swap*: x and a spreadable whole job y on t trade one GPU (both spread).
+- *hand-over*: a whole job z moves to t whole, and a spreadable job y on t takes its GPUs
+  on the server and may draw there (y spreads, unless it was spread already);
+- *swap*: x and a spreadable whole job y on t trade one GPU (both spread);
+- *relay*: a spread job x drawing on the server has k >= 2 GPUs on another server u of its
+  span; k' < k of them move to t, a whole job y of k' GPUs on t moves to u, and x draws on
+  t what y needed on u plus part of what it drew on the server (no new spread job).
 
-Partners t are the :data:`PARTNERS` servers holding a whole job with most room for the
-server's excess (cores and memory, each as a share of the cluster's).  Every move keeps each
+Partners t are the :data:`PARTNERS` servers holding a whole job (or, for a hand-over, a
+spread job) with most room for the server's excess (cores and memory, each as a share of
+the cluster's).  Every move keeps each
 server's GPU count, never puts more whole-job load on a server than it holds, only spreads
 jobs that may spread, and stays within the fragmentation cap.  The plan returned may still
 be over somewhere: the caller deploys it (a max-flow), repairs it, or drops it.
@@ -42,19 +46,25 @@ TRIES_PER_SERVER: int = 6
 EXCESS_EPS: tuple[float, float] = (1e-9, MEM_EPS_GB / 2)
 #: A move must lower the total excess (a fraction of the cluster) by more than this.
 GAIN_EPS: float = 1e-12
+#: Offer the moves that spread no new job (relays, hand-overs to a spread job).  Off, every
+#: pass is the pass before them (2026-12-08): the benches' and tests' A/B switch.
+ZERO_SPREAD_MOVES: bool = True
 
 #: (gain, -new spread jobs, -order offered): larger is better; among equal gains and
 #: spreads the move offered first (shifts, then partners by room, jobs by name).
 _Key = tuple[float, int, int]
-#: (kind, partner, job a, job b, GPUs moved, (cores, GB) leaving the server for the partner).
-_Move = tuple[str, int, str, str, int, tuple[float, float]]
+#: (kind, partner, job a, job b, GPUs moved, (cores, GB) leaving the server for the partner,
+#: the relay's server u or -1).
+_Move = tuple[str, int, str, str, int, tuple[float, float], int]
 
 
 class _Bridging:
     """One bridging pass over a plan (mutable working state; :func:`bridged` is the API)."""
 
-    def __init__(self, ctx: RoundContext, plan: GpuPlan) -> None:
+    def __init__(self, ctx: RoundContext, plan: GpuPlan, zero_spread: bool = True) -> None:
         self.ctx = ctx
+        #: whether the moves that spread no new job are offered
+        self.zero_spread = zero_spread and ZERO_SPREAD_MOVES
         self.servers = ctx.inst.cluster.servers
         n = len(self.servers)
         self.jobs: dict[str, Job] = {j.id: j for j in ctx.runnable}
@@ -118,11 +128,13 @@ class _Bridging:
         sc0, sc1 = scale
         ps0, ps1 = ps
         # Partners: servers holding a whole job (every move but a shift needs one) with
-        # the most room for s's excess, both resources counted.
-        whole_on = self.whole_on
+        # the most room for s's excess, both resources counted.  With the moves that spread
+        # no new job, a server holding only spread jobs is one too (a hand-over to one of
+        # them; multi-GPU 128 GPUs seed 35: the one server with 12 free cores).
+        whole_on, on = self.whole_on, self.on if self.zero_spread else None
         pots: list[tuple[float, int]] = []
         for t in range(n):
-            if t == s or not whole_on[t]:
+            if t == s or not (whole_on[t] or (on is not None and on[t])):
                 continue
             r0, r1 = room0[t], room1[t]
             # Conditional expressions, not min/max: this loop is most of a 512-GPU pass.
@@ -153,6 +165,7 @@ class _Bridging:
             a: str,
             b: str,
             k: int,
+            via: int = -1,
         ) -> None:
             """Offer a move whose flow from s to t lies in [lo, hi] per resource; the flow
             taken is as much of s's excess as t has room for, within those bounds."""
@@ -184,7 +197,7 @@ class _Bridging:
                 bk = best[0]
                 if gain < bk[0] or (gain == bk[0] and -new <= bk[1]):
                     return
-            best = ((gain, -new, -order), (kind, t, a, b, k, (f0, f1)))
+            best = ((gain, -new, -order), (kind, t, a, b, k, (f0, f1), via))
 
         servers = self.servers
         on_s = sorted(self.on[s])
@@ -202,13 +215,27 @@ class _Bridging:
                     )  # fmt: skip
         wl, eps = self.whole_load, EXCESS_EPS
         whole_s = sorted(self.whole_on[s])  # no move changes it before one is applied
+        # Relay carriers: spread jobs drawing on s where s is over, each with the servers
+        # of its span that hold >= 2 of its GPUs (the relay's u).
+        zero = self.zero_spread
+        carriers = self._carriers(s, on_s) if zero else []
+        srv_s = servers[s]
         for neg_pot, t in partners:
+            srv_t = servers[t]
+            # Spread jobs on t that may take GPUs on s: a hand-over to one spreads none.
+            spread_t = (
+                [y for y in sorted(self.on[t]) if y in self.draw and self.jobs[y].may_use(srv_s)]
+                if zero
+                else []
+            )
             # No move with t lowers the excess by more than t's room for s's excess plus
-            # t's own excess; every move with t spreads at least one job.
+            # t's own excess; every move with t spreads at least one job but relays and
+            # hand-overs to spread jobs, so only where neither is offered does a move of
+            # equal gain lose to a best that spreads one.
             bound = -neg_pot + max(-room0[t], 0.0) * sc0 + max(-room1[t], 0.0) * sc1
-            if best is not None and best[0][0] >= bound and best[0][1] >= -1:
+            fewest = 0 if carriers or spread_t else -1
+            if best is not None and best[0][0] >= bound and best[0][1] >= fewest:
                 continue
-            srv_t, srv_s = servers[t], servers[s]
             # Whole jobs of t that may come to s, most frugal first: for a trade the most
             # frugal that fits is best (its load arriving on s is all a trade loses), for
             # a swap any will do (the flow rides on x), for a hand-over the hungriest that
@@ -253,7 +280,55 @@ class _Bridging:
                     ):
                         consider(t, cz - cy, cz, mz - my, mz, 1, "hand-over", z, y, jz.gpus)
                         break
+                if wl[0][t] + cz > cap[0][t] + eps[0] or wl[1][t] + mz > cap[1][t] + eps[1]:
+                    continue
+                for y in spread_t:
+                    if self.plan[y][t] > jz.gpus:  # y keeps a GPU on t
+                        dy0, dy1 = self.draw[y][0].get(t, 0.0), self.draw[y][1].get(t, 0.0)
+                        consider(t, cz - dy0, cz, mz - dy1, mz, 0, "hand-over", z, y, jz.gpus)
+                        break
+            for x, f0, f1, vias in carriers:
+                if t in self.plan[x] or not self.jobs[x].may_use(srv_t):
+                    continue  # t in x's span: a shift, offered above
+                d0, d1 = self.draw[x]
+                for u, h in vias:
+                    srv_u = servers[u]
+                    u0, u1 = d0.get(u, 0.0), d1.get(u, 0.0)
+                    for _, y in ys:
+                        jy = self.jobs[y]
+                        cy, my = self.need[y]
+                        # y arrives whole on u in place of x's GPUs and x draws y's need
+                        # less there: u's load is unchanged, its whole-job load must fit.
+                        if (
+                            jy.gpus < h
+                            and cy <= u0
+                            and my <= u1
+                            and wl[0][u] + cy <= cap[0][u] + eps[0]
+                            and wl[1][u] + my <= cap[1][u] + eps[1]
+                            and jy.may_use(srv_u)
+                        ):
+                            consider(t, 0.0, f0, 0.0, f1, 0, "relay", x, y, jy.gpus, u)
+                            break
         return best
+
+    def _carriers(
+        self, s: int, on_s: list[str]
+    ) -> list[tuple[str, float, float, list[tuple[int, int]]]]:
+        """Spread jobs on s that draw a resource s is over in, with what they draw on s
+        and the other servers of their span holding >= 2 of their GPUs (a relay's u)."""
+        room0, room1 = self.room
+        out = []
+        for x in on_s:
+            d = self.draw.get(x)
+            if d is None:
+                continue
+            f0, f1 = d[0].get(s, 0.0), d[1].get(s, 0.0)
+            if not ((room0[s] < 0.0 and f0 > 0.0) or (room1[s] < 0.0 and f1 > 0.0)):
+                continue
+            vias = [(u, h) for u, h in sorted(self.plan[x].items()) if u != s and h >= 2]
+            if vias:
+                out.append((x, f0, f1, vias))
+        return out
 
     def frugal(self, t: int, srv: Server) -> list[tuple[float, str]]:
         """Server t's whole jobs that may use ``srv``, by (load as a share of the
@@ -317,8 +392,15 @@ class _Bridging:
         self.room[r][dst] -= amount
 
     def apply(self, s: int, move: _Move) -> None:
-        kind, t, a, b, k, flow = move
-        if kind == "shift":
+        kind, t, a, b, k, flow, via = move
+        if kind == "relay":  # a's k GPUs on via go to t, b goes whole from t to via
+            self._gpus(a, via, t, k)
+            need_b = self.need[b]
+            self._whole_to(b, t, via)
+            for r in (0, 1):
+                self._shift(a, via, t, r, need_b[r])
+                self._shift(a, s, t, r, flow[r])
+        elif kind == "shift":
             for r in (0, 1):
                 self._shift(a, s, t, r, flow[r])
         elif kind == "trade":  # a takes b's GPUs on t, b goes whole to s
@@ -341,7 +423,8 @@ class _Bridging:
                 else:
                     self._shift(b, t, s, r, -flow[r])
         else:  # hand-over: a goes whole to t, b (spread) takes its GPUs on s
-            self._spread(b)
+            if b not in self.draw:
+                self._spread(b)
             need_a = self.need[a]
             self._whole_to(a, s, t)
             self._gpus(b, t, s, k)
@@ -383,6 +466,9 @@ class _Bridging:
         }
 
 
-def bridged(ctx: RoundContext, plan: GpuPlan) -> GpuPlan:
-    """``plan`` with bridges (module docstring); ``plan`` itself is not changed."""
-    return _Bridging(ctx, plan).run()
+def bridged(ctx: RoundContext, plan: GpuPlan, *, zero_spread: bool = True) -> GpuPlan:
+    """``plan`` with bridges (module docstring); ``plan`` itself is not changed.
+    ``zero_spread=False``: without relays and hand-overs to spread jobs, a second pass
+    where the first gets stuck (each is greedy; neither's plans deploy on all rounds the
+    other's do)."""
+    return _Bridging(ctx, plan, zero_spread).run()
