@@ -17,7 +17,10 @@ def test_the_table_shows_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
     calls, off_s, on_s, ratio = int(cells[1]), float(cells[2]), float(cells[3]), float(cells[4])
     rows_off, rows_on = int(cells[5]), int(cells[6])
     assert calls >= 10 and off_s > 0 and on_s > 0
-    assert ratio == pytest.approx(off_s / on_s, rel=2e-2)
+    # the seconds are printed to 0.01 s and the ratio to 0.01: it lies within what the
+    # printed seconds allow (a fixed 2 % failed once at 0.32 / 0.27 s against 1.21)
+    half = 0.005
+    assert (off_s - half) / (on_s + half) - half <= ratio <= (off_s + half) / (on_s - half) + half
     assert rows_on < rows_off
     assert cells[7] == "all"  # every call the same bytes
     assert "calls that differ: 0" in out

@@ -322,9 +322,9 @@ def balanced_bridges(ctx: RoundContext) -> GpuPlan:
     Where a round uses nearly every core, no plan of whole jobs deploys the super-machine's
     points; the placement LP's vertex spreads up to 3s jobs to carry load between servers.
     This spreads only what ``balanced``'s plan needs (multi-GPU mix, 128 GPUs, seeds 0-39:
-    the points deploy on 32 of 40, after the swap repair, with 6 spread jobs on average
-    where the placement LP's plan has about 10), without a solver.  Its plan is used only
-    where the points deploy on it.
+    the points deploy on 38 of 40, after the swap repair, with 5.7 spread jobs on average
+    where the placement LP's plan has about 10; 35 and 6.6 before the relays of
+    2026-12-08), without a solver.  Its plan is used only where the points deploy on it.
     """
     return bridged(ctx, balanced(ctx))
 
