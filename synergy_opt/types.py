@@ -15,7 +15,6 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 # Re-exported: ValidationError's home is synergy_opt.errors (below every module).
 from synergy_opt.errors import ValidationError as ValidationError
@@ -74,8 +73,12 @@ class Cluster:
     servers: tuple[Server, ...]
     # Totals are read once per job per round by every mechanism: computed once here.
     _totals: tuple[int, int, float] = field(init=False, repr=False, compare=False)
+    # Servers by name, read per placed job under the per-server rule: built once here (an
+    # lru_cache keyed on the cluster hashed all its servers per read, 60 us at 512 GPUs).
+    _by_name: dict[str, Server] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {s.name: s for s in self.servers})
         object.__setattr__(
             self,
             "_totals",
@@ -386,7 +389,7 @@ class RoundInstance:
         """The job's GPU-proportional share where it runs: the sum of its servers' shares."""
         if not self.per_server_shares:
             return self.cluster.fair_share(job.gpus)
-        by_name = _servers_by_name(self.cluster)
+        by_name = self.cluster._by_name
         gpus: dict[str, int] = {}
         for p in parts:
             gpus[p.server] = gpus.get(p.server, 0) + p.gpus
@@ -471,11 +474,6 @@ def _uniform_shares(cluster: Cluster) -> bool:
         for s in cluster.servers
         if s.gpus > 0
     )
-
-
-@lru_cache(maxsize=64)
-def _servers_by_name(cluster: Cluster) -> dict[str, Server]:
-    return {s.name: s for s in cluster.servers}
 
 
 def intern_matrices(jobs: Sequence[Job]) -> tuple[Job, ...]:
