@@ -89,7 +89,7 @@ def fair_share_floor(
     value over the servers the job may use.  Under ``"cluster"``, the cluster-wide share.
     Either way a job with per-type matrices is read in its slowest usable type's matrix.
     """
-    g_total, c_total, m_total, biggest, _ = _cluster_facts(inst.cluster)
+    g_total, c_total, m_total, biggest, _, _ = _cluster_facts(inst.cluster)
     if inst.fair_share_mode == "server":
         fair_tp = _server_rule_floor(inst, job, parts)
     else:
@@ -121,17 +121,14 @@ def forced_split_factor(inst: RoundInstance, job: Job) -> float:
 def _server_rule_floor(
     inst: RoundInstance, job: Job, parts: Sequence[PlacementPart] | None
 ) -> float:
-    """The per-server rule's fair-share throughput (recomputed from the raw servers)."""
-    servers = _cluster_facts(inst.cluster)[4]
+    """The per-server rule's fair-share throughput (recomputed from the raw servers: one
+    GPU server of each kind stands for the others, a share and a type being all it gives)."""
+    _, _, _, _, servers, kinds = _cluster_facts(inst.cluster)
 
     def share(g: int, s: Server) -> tuple[int, float]:
         return (g * s.cpus) // s.gpus, g * s.mem_gb / s.gpus
 
-    usable = [
-        s
-        for s in inst.cluster.servers
-        if s.gpus > 0 and (job.gpu_types is None or s.gpu_type in job.gpu_types)
-    ]
+    usable = [s for s in kinds if job.gpu_types is None or s.gpu_type in job.gpu_types]
     types = {s.gpu_type for s in usable}  # the slowest usable type counts, as cluster-wide
     placed = [p for p in parts or () if p.server in servers and servers[p.server].gpus > 0]
     if not placed:  # before placement: the smallest over the servers the job may use
@@ -144,7 +141,7 @@ def _server_rule_floor(
     return _typed_lookup(job, types, cores, mem)
 
 
-ClusterFacts = tuple[int, int, float, dict[str | None, int], dict[str, Server]]
+ClusterFacts = tuple[int, int, float, dict[str | None, int], dict[str, Server], tuple[Server, ...]]
 #: Clusters seen lately, by identity (the cluster kept alive so its id is not reused): a
 #: hash-keyed cache hashed every server of the cluster on each of thousands of calls.
 _CLUSTER_FACTS: dict[int, tuple[Cluster, ClusterFacts]] = {}
@@ -152,8 +149,8 @@ _CLUSTER_FACTS_SIZE: int = 16
 
 
 def _cluster_facts(cluster: Cluster) -> ClusterFacts:
-    """G, C, M, the biggest server per GPU type and the servers by name, once per cluster
-    (not once per job)."""
+    """G, C, M, the biggest server per GPU type, the servers by name and one GPU server per
+    (GPUs, cores, memory, GPU type), once per cluster (not once per job)."""
     hit = _CLUSTER_FACTS.get(id(cluster))
     if hit is not None and hit[0] is cluster:
         return hit[1]
@@ -166,6 +163,11 @@ def _cluster_facts(cluster: Cluster) -> ClusterFacts:
         math.fsum(s.mem_gb for s in cluster.servers),
         biggest,
         {s.name: s for s in cluster.servers},
+        tuple(
+            {
+                (s.gpus, s.cpus, s.mem_gb, s.gpu_type): s for s in cluster.servers if s.gpus > 0
+            }.values()
+        ),
     )
     if len(_CLUSTER_FACTS) >= _CLUSTER_FACTS_SIZE:
         del _CLUSTER_FACTS[next(iter(_CLUSTER_FACTS))]

@@ -71,3 +71,22 @@ def test_tune_answers_mixed_shapes_512_as_it_did() -> None:
 
 #: Recorded with the code before (8709808), which read every server.
 TUNE_MIXED_512_0 = 297.65
+
+
+@pytest.mark.parametrize("make", ROUNDS)
+def test_the_checker_floor_before_placement_is_the_smallest_over_every_server(
+    make: object,
+) -> None:
+    """The checker's per-server floor reads one GPU server of each kind: the same value as
+    the smallest over every usable server, read in the slowest usable type's matrix."""
+    from synergy_opt.check import _typed_lookup, fair_share_floor
+
+    inst = make()  # type: ignore[operator]
+    for job in select_runnable(inst):
+        usable = [s for s in inst.cluster.servers if s.gpus > 0 and job.may_use(s)]
+        types = {s.gpu_type for s in usable}
+        every = min(
+            _typed_lookup(job, types, (job.gpus * s.cpus) // s.gpus, job.gpus * s.mem_gb / s.gpus)
+            for s in usable
+        )
+        assert fair_share_floor(inst, job)[0] == every
