@@ -222,10 +222,11 @@ class _Bridging:
         srv_s = servers[s]
         for neg_pot, t in partners:
             srv_t = servers[t]
-            # Spread jobs on t that may take GPUs on s: a hand-over to one spreads none.
+            # Spread jobs on t that may take GPUs on s: a hand-over to one spreads none (and
+            # without a whole job on s there is no hand-over to offer).
             spread_t = (
                 [y for y in sorted(self.on[t]) if y in self.draw and self.jobs[y].may_use(srv_s)]
-                if zero
+                if zero and whole_s
                 else []
             )
             # No move with t lowers the excess by more than t's room for s's excess plus

@@ -335,7 +335,7 @@ def balanced_bridges_spreading(ctx: RoundContext) -> GpuPlan:
     2026-12-08), tried where the route's plan does not deploy.
 
     Both passes are greedy and get stuck in different places: with the moves that spread
-    no new job the plan deploys on more rounds (multi-GPU mix 128 GPUs seeds 0-99: 83 of
+    no new job the plan deploys on more rounds (multi-GPU mix 128 GPUs seeds 0-99: 95 of
     100 against 78, with the swap repair), but not on every round the plain pass's plan
     does (mixed shapes 64 GPUs seed 27, where the search then took 5 s instead of 17 ms).
     """
